@@ -1,0 +1,371 @@
+"""``braze.compile``, ``braze.trace`` and the compiled-function object.
+
+A call splits its arguments into *static* values (Python ints, bools,
+strings and other hashable non-arrays, plus whatever ``static_argnums`` /
+``static_argnames`` name) and *dynamic* leaves (arrays, NumPy scalars,
+Python floats). The cache key is the pytree structure, the static values,
+the dynamic leaves' shapes/dtypes, and the target. A miss traces the
+function once, runs the graph passes, lowers for the target and stores
+the result; a hit runs the stored executable.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from . import pytree
+from .aval import Aval, aval_of_value
+from .core import current_context
+from .errors import BrazeError, where
+from .graph import Graph
+from .passes import run_passes
+from .tracing import GraphContext, trace_flat
+
+
+class _Static:
+    """A static leaf's value in the cache key (NaN-safe, type-exact)."""
+
+    __slots__ = ("value", "_key")
+
+    def __init__(self, value):
+        self.value = value
+        self._key = (type(value), value)
+
+    def __eq__(self, other):
+        return isinstance(other, _Static) and self._key == other._key
+
+    def __hash__(self):
+        return hash(self._key)
+
+    def __repr__(self):
+        return repr(self.value)
+
+
+_DYNAMIC = (np.ndarray, np.generic, float, complex)
+
+
+@dataclass
+class CacheInfo:
+    """Hits, misses and the reason for each miss of one compiled function."""
+
+    hits: int = 0
+    misses: int = 0
+    size: int = 0
+    reasons: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Entry:
+    key: tuple
+    graph: Graph
+    stages: list
+    executable: Any
+    out_tree: tuple
+    n_out: int
+    mutated: list[int]  # dynamic-leaf indices whose arrays the function updated in place
+
+
+@dataclass
+class _Call:
+    """One call's arguments, split into the cache key and the dynamic leaves."""
+
+    key: tuple
+    dynamic: list
+    avals: list[Aval]
+    names: list[str]
+    statics: list[tuple[str, Any]]
+    rebuild: Callable
+
+
+class Lowered:
+    """What ``f.lower(*args)`` returns: the graph and the target's program."""
+
+    def __init__(self, entry: _Entry, target):
+        self.ir = entry.graph
+        self.graph = str(entry.graph)
+        self.stages = entry.stages
+        self.plan = entry.executable.plan
+        self.source = entry.executable.source
+        self.target = target
+
+    def __str__(self):
+        return f"{self.graph}\n\n# plan ({self.target.name})\n{self.plan}\n\n# source\n{self.source}"
+
+
+class Compiled:
+    """A function compiled for a target. Call it like the original."""
+
+    def __init__(self, fn, target, static_argnums=(), static_argnames=()):
+        from braze.targets import resolve
+
+        if not callable(fn):
+            raise BrazeError(f"braze.compile needs a function, got {type(fn).__name__}{where()}")
+        self.fn = fn
+        self.target = resolve(target)
+        functools.update_wrapper(self, fn)
+        try:
+            self._sig = inspect.signature(fn)
+        except (TypeError, ValueError):
+            self._sig = None
+        self._static_argnums = _as_tuple(static_argnums)
+        self._static_argnames = _as_tuple(static_argnames)
+        self._cache: dict[tuple, _Entry] = {}
+        self._lock = threading.Lock()
+        self._info = CacheInfo()
+        self._last_call: _Call | None = None
+
+    # ---- calling
+    def __call__(self, *args, **kwargs):
+        if isinstance(current_context(), GraphContext):
+            return self.fn(*args, **kwargs)  # inside another trace: inline
+        call = self._split(args, kwargs)
+        entry = self._cache.get(call.key)
+        if entry is None:
+            entry = self._compile(call)
+        else:
+            self._info.hits += 1
+        return self._run(entry, call.dynamic)
+
+    def _run(self, entry: _Entry, dynamic: list):
+        outs = entry.executable(dynamic)
+        for leaf, value in zip(entry.mutated, outs[entry.n_out:]):
+            target = dynamic[leaf]
+            if isinstance(target, np.ndarray):
+                np.copyto(target, value, casting="unsafe")
+        results = [_finish(o) for o in outs[: entry.n_out]]
+        return pytree.unflatten(entry.out_tree, results)
+
+    def lower(self, *args, **kwargs) -> Lowered:
+        """Trace (or reuse) and lower for these arguments; see ``Lowered``."""
+        call = self._split(args, kwargs)
+        entry = self._cache.get(call.key) or self._compile(call)
+        return Lowered(entry, self.target)
+
+    def cache_info(self) -> CacheInfo:
+        info = self._info
+        return CacheInfo(info.hits, info.misses, len(self._cache), list(info.reasons))
+
+    def clear_cache(self) -> None:
+        with self._lock:
+            self._cache.clear()
+            self._info = CacheInfo()
+            self._last_call = None
+
+    def __repr__(self):
+        return f"<braze.compile {getattr(self.fn, '__qualname__', self.fn)} target={self.target.name}>"
+
+    def __get__(self, obj, objtype=None):
+        return self if obj is None else functools.partial(self, obj)
+
+    # ---- arguments
+    def _split(self, args, kwargs) -> _Call:
+        if self._sig is not None:
+            try:
+                bound = self._sig.bind(*args, **kwargs)
+            except TypeError as exc:
+                raise BrazeError(f"{self.__name__}: {exc}{where()}") from None
+            bound.apply_defaults()
+            items = list(bound.arguments.items())
+            kinds = {p.name: p.kind for p in self._sig.parameters.values()}
+        else:
+            items = [(f"arg{i}", a) for i, a in enumerate(args)] + list(kwargs.items())
+            kinds = {}
+        key_parts, dynamic, avals, names, statics = [], [], [], [], []
+        for position, (name, value) in enumerate(items):
+            if position in self._static_argnums or name in self._static_argnames:
+                static = _static_value(name, value)
+                key_parts.append(("static", name, static))
+                statics.append((name, value))
+                continue
+            leaves, treedef = pytree.flatten(value)
+            paths = _leaf_paths(name, value)
+            leaf_kinds = []
+            for path, leaf in zip(paths, leaves):
+                if _is_dynamic(leaf):
+                    aval = aval_of_value(leaf, f"argument {path}")
+                    dynamic.append(leaf)
+                    avals.append(aval)
+                    names.append(path)
+                    leaf_kinds.append((aval.shape, aval.dtype.str, aval.weak))
+                else:
+                    static = _static_value(path, leaf)
+                    leaf_kinds.append(("static", static))
+                    statics.append((path, leaf))
+            key_parts.append((name, treedef, tuple(leaf_kinds)))
+        key = (tuple(key_parts), self.target.cache_key())
+
+        def rebuild(tracers):
+            it = iter(tracers)
+            pos, kw = [], {}
+            for position, (name, value) in enumerate(items):
+                if not (position in self._static_argnums or name in self._static_argnames):
+                    leaves, treedef = pytree.flatten(value)
+                    leaves = [next(it) if _is_dynamic(leaf) else leaf for leaf in leaves]
+                    value = pytree.unflatten(treedef, leaves)
+                kind = kinds.get(name)
+                if kind is inspect.Parameter.VAR_POSITIONAL:
+                    pos.extend(value)
+                elif kind is inspect.Parameter.VAR_KEYWORD:
+                    kw.update(value)
+                elif kind is inspect.Parameter.KEYWORD_ONLY or (not kinds and not name.startswith("arg")):
+                    kw[name] = value
+                else:
+                    pos.append(value)
+            return pos, kw
+
+        return _Call(key, dynamic, avals, names, statics, rebuild)
+
+    # ---- tracing and lowering
+    def _compile(self, call: _Call) -> _Entry:
+        with self._lock:
+            entry = self._cache.get(call.key)
+            if entry is not None:  # another thread finished it while we waited
+                self._info.hits += 1
+                return entry
+            out_tree = []
+
+            def flat_fn(*tracers):
+                pos, kw = call.rebuild(tracers)
+                leaves, treedef = pytree.flatten(self.fn(*pos, **kw))
+                out_tree.append(treedef)
+                return leaves
+
+            graph, mutated = trace_flat(flat_fn, call.avals, call.names)
+            n_out = len(graph.outputs) - len(mutated)
+            graph, stages = run_passes(graph, keep_stages=True)
+            executable = self.target.lower(graph)
+            entry = _Entry(call.key, graph, stages, executable, out_tree[0], n_out, mutated)
+            self._info.reasons.append(self._miss_reason(call))
+            self._info.misses += 1
+            self._cache[call.key] = entry
+            self._last_call = call
+            return entry
+
+    def _miss_reason(self, call: _Call) -> str:
+        last = self._last_call
+        if last is None:
+            return "first call"
+        if [p[:2] for p in last.key[0]] != [p[:2] for p in call.key[0]]:
+            return "new structure: the arguments' pytree structure changed"
+        if last.statics != call.statics and [n for n, _ in last.statics] == [n for n, _ in call.statics]:
+            diffs = [f"{n}={v!r} (was {w!r})" for (n, v), (_, w) in zip(call.statics, last.statics) if not _same(v, w)]
+            if diffs:
+                return "new static value: " + ", ".join(diffs)
+        for name, new, old in zip(call.names, call.avals, last.avals):
+            if new.dtype != old.dtype or new.weak != old.weak:
+                return f"new dtype: argument {name} {new} (was {old})"
+        for name, new, old in zip(call.names, call.avals, last.avals):
+            if new.shape != old.shape:
+                return f"new shape: argument {name} {new} (was {old})"
+        if len(call.avals) != len(last.avals):
+            return "new structure: a different number of array arguments"
+        return "new static value"
+
+
+def _same(a, b) -> bool:
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except Exception:
+        return False
+
+
+def _is_dynamic(leaf) -> bool:
+    return isinstance(leaf, _DYNAMIC)
+
+
+def _static_value(name: str, value) -> _Static:
+    try:
+        hash(value)
+    except TypeError:
+        raise BrazeError(
+            f"static argument {name} = {value!r:.60} is not hashable{where()}; static arguments "
+            "are part of the cache key: pass a tuple instead of a list, or make it a traced "
+            "array (remove it from static_argnums)"
+        ) from None
+    if isinstance(value, float) and math.isnan(value):
+        raise BrazeError(
+            f"static argument {name} is NaN{where()}; NaN != NaN, so it could never hit the "
+            "cache: pass it as a traced value instead"
+        )
+    return _Static(value)
+
+
+def _leaf_paths(name: str, value) -> list[str]:
+    paths: list[str] = []
+
+    def walk(node, path):
+        if node is None:
+            return
+        if isinstance(node, tuple) and hasattr(node, "_fields"):
+            for f, c in zip(node._fields, node):
+                walk(c, f"{path}.{f}")
+        elif isinstance(node, (tuple, list)):
+            for i, c in enumerate(node):
+                walk(c, f"{path}[{i}]")
+        elif isinstance(node, dict):
+            for k in pytree._sorted_keys(node):
+                walk(node[k], f"{path}[{k!r}]")
+        else:
+            paths.append(path)
+
+    walk(value, name)
+    return paths
+
+
+def _finish(value):
+    """Outputs as NumPy returns them: 0-d results as NumPy scalars, never read-only."""
+    if isinstance(value, np.ndarray):
+        if value.ndim == 0:
+            return value[()]
+        if not value.flags.writeable:
+            return value.copy()
+        return value
+    if isinstance(value, np.generic):
+        return value
+    return np.asarray(value)[()]
+
+
+def _as_tuple(x) -> tuple:
+    if x is None:
+        return ()
+    if isinstance(x, (int, str)):
+        return (x,)
+    return tuple(x)
+
+
+def compile(fn=None, *, target="auto", static_argnums=(), static_argnames=()):  # noqa: A001
+    """Compile a NumPy function for ``target`` ("auto", "cpu", "cuda", "generic").
+
+    Works as ``braze.compile(fn, ...)`` and as a decorator, with or without
+    arguments.
+
+    >>> import numpy as np, braze
+    >>> @braze.compile(target="generic")
+    ... def f(x):
+    ...     return np.tanh(x) * 2.0
+    >>> f(np.zeros(3, np.float32)).dtype
+    dtype('float32')
+    """
+    if fn is None:
+        return lambda f: Compiled(f, target, static_argnums, static_argnames)
+    return Compiled(fn, target, static_argnums, static_argnames)
+
+
+def trace(fn, *args, static_argnums=(), static_argnames=(), **kwargs) -> Graph:
+    """The graph of ``fn`` for these arguments (after the graph passes), like a jaxpr.
+
+    >>> import numpy as np, braze
+    >>> print(braze.trace(lambda x: x + 1.0, np.zeros(2)))
+    graph(%x: f64[2]) {
+      %0: f64[2] = add %x, 1.0
+      return %0
+    }
+    """
+    compiled = Compiled(fn, "generic", static_argnums, static_argnames)
+    return compiled.lower(*args, **kwargs).ir

@@ -1,0 +1,93 @@
+"""Abstract values: what a trace knows about an array (shape, dtype, weak type).
+
+A *weak* value stands for a Python scalar (NEP 50): it takes the dtype of the
+strongly typed operand it meets, so ``float32_array * 2.0`` stays float32.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import DTypeError, where
+
+_SHORT = {
+    "bool": "bool", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
+    "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64",
+    "float16": "f16", "float32": "f32", "float64": "f64",
+}
+
+SUPPORTED_DTYPES = frozenset(np.dtype(name) for name in _SHORT)
+
+
+def short_dtype(dtype) -> str:
+    dtype = np.dtype(dtype)
+    return _SHORT.get(dtype.name, dtype.name)
+
+
+@dataclass(frozen=True)
+class Aval:
+    """Shape, dtype and weakness of one traced array."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    weak: bool = False
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def __str__(self) -> str:
+        dims = ",".join(str(d) for d in self.shape)
+        return f"{short_dtype(self.dtype)}{'~' if self.weak else ''}[{dims}]"
+
+    def sample(self):
+        """A tiny concrete stand-in with the same promotion behaviour."""
+        if self.weak:
+            return python_scalar_type(self.dtype)(1)
+        return np.array(1, self.dtype)
+
+
+def python_scalar_type(dtype):
+    kind = np.dtype(dtype).kind
+    return {"b": bool, "i": int, "u": int, "f": float, "c": complex}[kind]
+
+
+def check_dtype(dtype, what: str) -> np.dtype:
+    """The dtype, if braze supports it; else a DTypeError saying what to do."""
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError as exc:
+        raise DTypeError(f"{what}: {dtype!r} is not a dtype{where()}") from exc
+    if dtype not in SUPPORTED_DTYPES:
+        if dtype.kind == "c":
+            hint = "complex arrays are not supported yet; pass the real and imaginary parts as two float arrays"
+        elif dtype.kind in "OUSV":
+            hint = "only numeric and bool arrays can be traced; pass strings and objects as static arguments (static_argnums)"
+        else:
+            hint = "convert it with .astype(np.float64) or another supported dtype"
+        supported = ", ".join(sorted(d.name for d in SUPPORTED_DTYPES))
+        raise DTypeError(f"{what}: dtype {dtype} is not supported{where()}; {hint}. Supported: {supported}")
+    return dtype
+
+
+def aval_of_value(value, what: str = "argument") -> Aval:
+    """The abstract value of a concrete leaf (array, NumPy scalar, Python scalar)."""
+    if isinstance(value, bool):
+        return Aval((), np.dtype(bool), True)
+    if isinstance(value, int):
+        return Aval((), np.dtype(np.int64), True)
+    if isinstance(value, float):
+        return Aval((), np.dtype(np.float64), True)
+    if isinstance(value, complex):
+        check_dtype(np.complex128, what)
+    if isinstance(value, (np.ndarray, np.generic)):
+        return Aval(tuple(value.shape), check_dtype(value.dtype, what))
+    raise DTypeError(
+        f"{what}: cannot trace a value of type {type(value).__name__}{where()}; "
+        "pass NumPy arrays or Python/NumPy scalars, or mark it static (static_argnums)"
+    )

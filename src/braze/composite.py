@@ -1,0 +1,139 @@
+"""Composite ops: named functions recorded as one node that carries their body.
+
+``@braze.composite("org.semantic.opname")`` marks a function as a standard
+composite op (see DESIGN.md). Its keyword-only parameters are the op's
+named attributes: static and hashable. Eagerly the body runs on NumPy
+arrays; while tracing, each call becomes one ``composite`` node whose
+``body`` param is the traced sub-graph, so later passes can swap in a
+registered kernel or inline the body.
+"""
+from __future__ import annotations
+
+import inspect
+import re
+
+from . import pytree
+from .core import bind
+from .errors import CompositeError, where
+from .tracing import TRACE_RULES, trace_flat
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
+
+
+def check_name(name) -> str:
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise CompositeError(
+            f"composite name {name!r} breaks the naming rule{where()}: it must be at least two "
+            "dot-separated Python identifiers, like 'org.semantic.opname' (e.g. 'braze.nn.softmax')"
+        )
+    return name
+
+
+class Composite:
+    """A named composite op. Call it like the function it wraps."""
+
+    def __init__(self, name: str, fn):
+        self.name = check_name(name)
+        self.fn = fn
+        self.__wrapped__ = fn
+        self.__doc__ = fn.__doc__
+        self.__name__ = getattr(fn, "__name__", name)
+        self._sig = inspect.signature(fn)
+        self.attr_names = tuple(
+            p.name for p in self._sig.parameters.values() if p.kind is p.KEYWORD_ONLY
+        )
+
+    def __call__(self, *args, **attrs):
+        unknown = set(attrs) - set(self.attr_names)
+        if unknown:
+            raise CompositeError(
+                f"composite {self.name}: unknown attribute(s) {sorted(unknown)}{where()}; "
+                f"its attributes (keyword-only parameters) are {list(self.attr_names)}"
+            )
+        try:
+            bound = self._sig.bind(*args, **attrs)
+        except TypeError as exc:
+            raise CompositeError(f"composite {self.name}: {exc}{where()}") from None
+        bound.apply_defaults()
+        values = {k: bound.arguments[k] for k in self.attr_names}
+        attr_items = tuple(sorted(values.items()))
+        try:
+            hash(attr_items)
+        except TypeError:
+            bad = [k for k, v in values.items() if not _hashable(v)]
+            raise CompositeError(
+                f"composite {self.name}: attribute(s) {bad} are not hashable{where()}; attributes "
+                "are static: pass tuples instead of lists, and arrays as positional arguments"
+            ) from None
+        arrays = [v for k, v in bound.arguments.items() if k not in values]
+        flat = []
+        for value in arrays:
+            flat.extend(value if isinstance(value, tuple) and _is_varargs(self._sig, value, bound) else [value])
+        return bind("composite", *flat, composite=self, attrs=attr_items)
+
+    def __repr__(self):
+        return f"<braze.composite {self.name}>"
+
+
+def _is_varargs(sig, value, bound) -> bool:
+    for name, param in sig.parameters.items():
+        if param.kind is param.VAR_POSITIONAL and bound.arguments.get(name) is value:
+            return True
+    return False
+
+
+def _hashable(value) -> bool:
+    try:
+        hash(value)
+        return True
+    except TypeError:
+        return False
+
+
+def composite(name: str):
+    """Decorator: make ``fn`` the composite op ``name`` (``org.semantic.opname``).
+
+    >>> import numpy as np, braze
+    >>> @braze.composite("example.math.scale")
+    ... def scale(x, *, k=2.0):
+    ...     return x * k
+    >>> scale(np.ones(2), k=3.0)
+    array([3., 3.])
+    """
+    check_name(name)
+
+    def decorate(fn) -> Composite:
+        return Composite(name, fn)
+
+    return decorate
+
+
+def _trace_composite(ctx, inputs, params):
+    comp, attrs = params["composite"], params["attrs"]
+    out_tree = []
+
+    def body(*tracers):
+        out = comp.fn(*tracers, **dict(attrs))
+        leaves, treedef = pytree.flatten(out)
+        out_tree.append(treedef)
+        return leaves
+
+    graph, mutated = trace_flat(body, [n.aval for n in inputs], [f"arg{i}" for i in range(len(inputs))])
+    if mutated:
+        raise CompositeError(
+            f"composite {comp.name}: its body updates argument(s) {mutated} in place{where()}; "
+            "composite bodies must be pure: return new arrays instead"
+        )
+    if out_tree[0] == pytree.LEAF:
+        aval = graph.outputs[0].aval
+    elif out_tree[0][0] in ("tuple", "list") and all(c == pytree.LEAF for c in out_tree[0][2]):
+        aval = tuple(o.aval for o in graph.outputs)
+    else:
+        raise CompositeError(
+            f"composite {comp.name} must return an array or a tuple of arrays, got "
+            f"{pytree.describe(out_tree[0])}{where()}"
+        )
+    return {"name": comp.name, "attrs": attrs, "body": graph}, aval
+
+
+TRACE_RULES["composite"] = _trace_composite

@@ -1,0 +1,85 @@
+"""The errors a user can cause, and where in the user's code they happened.
+
+Every message names what went wrong (op, shapes, dtypes), the user's source
+line where the trace was, and what to do instead.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+_ROOT_DIR = os.path.dirname(os.path.dirname(_PKG_DIR))  # holds kernels/, targets/
+_SKIP_DIRS = (
+    _PKG_DIR + os.sep,
+    os.path.join(_ROOT_DIR, "targets") + os.sep,
+    os.path.join(_ROOT_DIR, "kernels") + os.sep,
+)
+
+
+def _is_library_file(filename: str) -> bool:
+    if filename.startswith(_SKIP_DIRS):
+        return True
+    # numpy's own Python frames (dispatch wrappers) are never the user's line.
+    return f"{os.sep}numpy{os.sep}" in filename or filename.startswith("<__array_function__")
+
+
+def user_frame() -> tuple[str, int, str] | None:
+    """The innermost frame of the caller's code: (filename, line, function).
+
+    Library frames (braze, its targets and kernels, numpy) are skipped.
+    """
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = os.path.abspath(frame.f_code.co_filename)
+        if not _is_library_file(filename) and not filename.startswith("<frozen"):
+            return filename, frame.f_lineno, frame.f_code.co_name
+        frame = frame.f_back
+    return None
+
+
+def where() -> str:
+    """' at FILE:LINE (in FUNC)' for the user's current line, or ''."""
+    loc = user_frame()
+    if loc is None:
+        return ""
+    filename, line, func = loc
+    return f" at {filename}:{line} (in {func})"
+
+
+class BrazeError(Exception):
+    """Base class of every error braze raises because of what a user passed."""
+
+
+class ConcretizationError(BrazeError):
+    """A traced value was used where Python needs a concrete one (if, bool, int)."""
+
+
+class ShapeError(BrazeError, ValueError):
+    """Shapes that do not fit together (broadcasting, matmul, reshape, axes)."""
+
+
+class DTypeError(BrazeError, TypeError):
+    """A dtype braze does not support, or one an op does not accept."""
+
+
+class UnsupportedOpError(BrazeError, NotImplementedError):
+    """A NumPy function, method or keyword that braze cannot trace."""
+
+
+class TargetError(BrazeError):
+    """An unknown target, or one that is not available on this machine."""
+
+
+class CompositeError(BrazeError):
+    """A malformed composite op: bad name, attributes, or kernel signature."""
+
+
+class TraceError(BrazeError):
+    """A misuse of tracing itself, such as a tracer that escaped its trace."""
+
+
+def fmt_aval(shape, dtype) -> str:
+    from .aval import short_dtype
+
+    return f"{short_dtype(dtype)}[{','.join(str(d) for d in shape)}]"

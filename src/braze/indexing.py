@@ -1,0 +1,253 @@
+"""NumPy indexing reduced to braze primitives.
+
+``getitem`` handles ints, slices (any step), ``None``, ``...``, integer
+arrays (traced or concrete) with NumPy's advanced-indexing placement rule,
+and concrete boolean masks (turned into integer arrays at trace time, since
+their result shape is then static). ``setitem`` returns the updated array
+as a new value (a functional update); the caller rebinds it. A *traced*
+boolean mask can only be assigned through (``a[mask] = v`` becomes
+``np.where``): reading ``a[mask]`` has a data-dependent shape.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import numpy as bnp
+from .core import bind
+from .errors import DTypeError, ShapeError, UnsupportedOpError, where
+from .ops.index import slice_length
+
+_CONCRETE = (np.ndarray, list, tuple)
+
+
+def _is_traced(value) -> bool:
+    return hasattr(value, "shape") and hasattr(value, "dtype") and not isinstance(value, (np.ndarray, np.generic))
+
+
+def _entries(key, shape):
+    """One entry per index item, with ``...`` expanded and masks resolved."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    entries = []
+    for k in key:
+        if k is None:
+            entries.append(("none", None))
+        elif k is Ellipsis:
+            entries.append(("ellipsis", None))
+        elif isinstance(k, slice):
+            for part in (k.start, k.stop, k.step):
+                if part is not None and not isinstance(part, (int, np.integer)):
+                    raise DTypeError(
+                        f"getitem: slice bounds must be static integers, got {k}{where()}; "
+                        "a traced value cannot be a slice bound (make it a static argument)"
+                    )
+            entries.append(("slice", k))
+        elif isinstance(k, (bool, np.bool_)):
+            raise UnsupportedOpError(f"getitem: a scalar boolean index ({k}) is not supported{where()}")
+        elif isinstance(k, (int, np.integer)):
+            entries.append(("int", int(k)))
+        elif isinstance(k, _CONCRETE):
+            arr = np.asarray(k)
+            if arr.dtype == bool:
+                entries.extend(("array", np.asarray(i)) for i in np.nonzero(arr))
+            elif arr.size == 0:
+                entries.append(("array", arr.astype(np.intp)))
+            elif arr.dtype.kind in "iu":
+                entries.append(("array", arr))
+            else:
+                raise DTypeError(f"getitem: index arrays must be integers or booleans, got {arr.dtype}{where()}")
+        elif _is_traced(k):
+            kind = np.dtype(k.dtype).kind
+            if kind == "b":
+                entries.append(("mask", k))
+            elif kind in "iu":
+                entries.append(("array", k))
+            else:
+                raise DTypeError(f"getitem: index arrays must be integers, got a traced {k.dtype} array{where()}")
+        else:
+            raise DTypeError(
+                f"getitem: {type(k).__name__} {k!r} is not a valid index{where()}; "
+                "use ints, slices, None, ..., or integer/boolean arrays"
+            )
+    if sum(kind == "ellipsis" for kind, _ in entries) > 1:
+        raise ShapeError(f"getitem: an index can only have a single ellipsis ('...'){where()}")
+    consumed = sum(1 for kind, _ in entries if kind in ("slice", "int", "array"))
+    consumed += sum(len(v.shape) for kind, v in entries if kind == "mask")
+    if consumed > len(shape):
+        raise ShapeError(
+            f"getitem: too many indices for an array of shape {tuple(shape)}: "
+            f"{len(shape)} dimensions, {consumed} indexed{where()}"
+        )
+    fill = [("slice", slice(None))] * (len(shape) - consumed)
+    for i, (kind, _) in enumerate(entries):
+        if kind == "ellipsis":
+            return entries[:i] + fill + entries[i + 1:]
+    return entries + fill
+
+
+def _check_int(i: int, n: int, axis: int) -> int:
+    if not -n <= i < n:
+        raise ShapeError(
+            f"getitem: index {i} is out of bounds for axis {axis} with size {n}{where()}; "
+            f"use an index in [{-n}, {n - 1}]"
+        )
+    return i % n
+
+
+def _check_array(arr, n: int, axis: int):
+    if isinstance(arr, np.ndarray) and arr.size and (arr.min() < -n or arr.max() >= n):
+        bad = arr.max() if arr.max() >= n else arr.min()
+        raise ShapeError(f"getitem: index {bad} is out of bounds for axis {axis} with size {n}{where()}")
+    return arr
+
+
+def _norm_slice(s: slice, n: int) -> tuple:
+    start, stop, step = s.indices(n)
+    if step < 0 and stop < 0:
+        stop = None
+    return (start, stop, step)
+
+
+def _is_full(s: tuple, n: int) -> bool:
+    return s == (0, n, 1)
+
+
+def _basic(entries, shape):
+    """(slices per axis, shape after slicing with ints kept as size 1, final shape)."""
+    slices, kept, final, axis = [], [], [], 0
+    for kind, value in entries:
+        if kind == "none":
+            final.append(1)
+            continue
+        n = shape[axis]
+        if kind == "int":
+            i = _check_int(value, n, axis)
+            slices.append((i, i + 1, 1))
+            kept.append(1)
+        else:
+            s = _norm_slice(value, n)
+            slices.append(s)
+            kept.append(slice_length(*s))
+            final.append(kept[-1])
+        axis += 1
+    return tuple(slices), tuple(kept), tuple(final)
+
+
+def is_basic(key) -> bool:
+    """Whether NumPy would return a view for ``x[key]`` (no array indices)."""
+    items = key if isinstance(key, tuple) else (key,)
+    return all(k is None or k is Ellipsis or isinstance(k, (slice, int, np.integer)) and not isinstance(k, bool) for k in items)
+
+
+def _slice(x, slices, shape):
+    if all(_is_full(s, n) for s, n in zip(slices, shape)):
+        return x
+    return bind("slice", x, slices=slices)
+
+
+def _advanced(entries, shape):
+    """(x-reshape with None axes inserted, slices, array operands, their axes)."""
+    expanded, new_shape, axis = [], [], 0
+    for kind, value in entries:
+        if kind == "none":
+            expanded.append(("slice", slice(None)))
+            new_shape.append(1)
+            continue
+        n = shape[axis]
+        if kind == "int":
+            expanded.append(("array", np.asarray(_check_int(value, n, axis), dtype=np.intp)))
+        elif kind == "array":
+            expanded.append(("array", _check_array(value, n, axis)))
+        else:
+            expanded.append((kind, value))
+        new_shape.append(n)
+        axis += 1
+    slices = tuple(
+        _norm_slice(v, n) if kind == "slice" else (0, n, 1)
+        for (kind, v), n in zip(expanded, new_shape)
+    )
+    axes = tuple(i for i, (kind, _) in enumerate(expanded) if kind == "array")
+    arrays = [v for kind, v in expanded if kind == "array"]
+    return tuple(new_shape), slices, arrays, axes
+
+
+def getitem(x, key):
+    """``x[key]`` with NumPy's semantics, for any index NumPy's basic and
+    advanced indexing accept whose result shape is static."""
+    shape = tuple(x.shape) if hasattr(x, "shape") else np.shape(x)
+    entries = _entries(key, shape)
+    if any(kind == "mask" for kind, _ in entries):
+        raise UnsupportedOpError(
+            f"getitem: indexing with a traced boolean mask gives a result whose shape depends on "
+            f"the data{where()}; use np.where(mask, x, fill) to keep the shape, or pass the mask "
+            "as a NumPy array captured from outside the function"
+        )
+    if not any(kind == "array" for kind, _ in entries):
+        slices, _, final = _basic(entries, shape)
+        return bnp.reshape(_slice(x, slices, shape), final)
+    new_shape, slices, arrays, axes = _advanced(entries, shape)
+    x = bnp.reshape(x, new_shape)
+    return bind("gather", _slice(x, slices, new_shape), *arrays, axes=axes)
+
+
+def _fit_value(value, region_shape, dtype):
+    """The value cast (unsafely, as NumPy's setitem does) and broadcast to the region."""
+    if isinstance(value, (bool, int, float, np.generic, list, tuple, np.ndarray)):
+        value = np.asarray(value)
+        if value.dtype.kind in "OUSVc":
+            raise DTypeError(f"setitem: cannot assign a {value.dtype} value into a {dtype} array{where()}")
+        value = value.astype(dtype)
+        value = value[()] if value.ndim == 0 else value
+    elif np.dtype(value.dtype) != dtype:
+        value = bnp.astype(value, dtype)
+    vshape = bnp.shape(value)
+    while len(vshape) > len(region_shape) and vshape[0] == 1:
+        vshape = vshape[1:]
+        value = bnp.reshape(value, vshape)
+    try:
+        np.broadcast_shapes(vshape, region_shape)
+        ok = len(vshape) <= len(region_shape) and tuple(np.broadcast_shapes(vshape, region_shape)) == tuple(region_shape)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ShapeError(
+            f"setitem: could not broadcast input array from shape {vshape} into shape "
+            f"{tuple(region_shape)}{where()}"
+        )
+    return bnp.broadcast_to(value, tuple(region_shape))
+
+
+def setitem(x, key, value):
+    """The array ``x`` with ``x[key] = value`` applied, as a new value."""
+    shape = tuple(x.shape)
+    dtype = np.dtype(x.dtype)
+    entries = _entries(key, shape)
+    masks = [v for kind, v in entries if kind == "mask"]
+    if masks:
+        mask = masks[0]
+        explicit = [e for e in entries if not (e[0] == "slice" and e[1] == slice(None))]
+        if len(explicit) != 1 or tuple(mask.shape) != shape[: len(mask.shape)]:
+            raise UnsupportedOpError(
+                f"setitem: a traced boolean mask must be the only index and match the leading "
+                f"dimensions of the array (mask {tuple(mask.shape)}, array {shape}){where()}; "
+                "use np.where(mask, value, x)"
+            )
+        rest = shape[len(mask.shape):]
+        value = _fit_value(value, rest, dtype) if bnp.ndim(value) else _fit_value(value, (), dtype)
+        mask = bnp.reshape(mask, tuple(mask.shape) + (1,) * len(rest))
+        return bnp.where(mask, value, x)
+    if not any(kind == "array" for kind, _ in entries):
+        slices, kept, final = _basic(entries, shape)
+        value = _fit_value(value, final, dtype)
+        if all(_is_full(s, n) for s, n in zip(slices, shape)):
+            return bnp.asarray_copy(bnp.reshape(value, shape))
+        return bind("update_slice", x, bnp.reshape(value, kept), slices=slices)
+    if any(kind == "none" for kind, _ in entries):
+        raise UnsupportedOpError(f"setitem: None mixed with array indices is not supported{where()}")
+    _, slices, arrays, axes = _advanced(entries, shape)
+    region = getitem(x, key)
+    value = _fit_value(value, tuple(region.shape), dtype)
+    if all(_is_full(s, n) for s, n in zip(slices, shape)):
+        return bind("scatter", x, value, *arrays, axes=axes)
+    sub = bind("slice", x, slices=slices)
+    return bind("update_slice", x, bind("scatter", sub, value, *arrays, axes=axes), slices=slices)

@@ -1,0 +1,624 @@
+"""``braze.numpy``: NumPy's functions written with braze primitives.
+
+Each function here calls ``bind``, so it runs eagerly on NumPy arrays, is
+recorded while tracing, and is watched by a gradient tape, all through the
+same code. Traced arrays reach these functions from plain NumPy calls via
+``__array_ufunc__``/``__array_function__`` (see ``braze.tracing``).
+
+>>> import numpy as np, braze.numpy as bnp
+>>> bnp.exp(np.zeros(2))
+array([1., 1.])
+"""
+from __future__ import annotations
+
+import builtins
+import math
+import operator
+
+import numpy as np
+
+from .core import bind
+from .errors import DTypeError, ShapeError, UnsupportedOpError, where as _where
+from .ops._util import normalize_axes, normalize_axis
+from .ops.elementwise import BINARY, UNARY
+
+_NoValue = np._NoValue  # numpy's own "argument not given" marker
+
+
+def _shape(x) -> tuple[int, ...]:
+    return tuple(np.shape(x)) if not hasattr(x, "shape") else tuple(x.shape)
+
+
+def _ndim(x) -> int:
+    return len(_shape(x))
+
+
+def _dtype(x) -> np.dtype:
+    if hasattr(x, "dtype"):
+        return np.dtype(x.dtype)
+    return np.asarray(x).dtype
+
+
+def _unsupported(func: str, arg: str, instead: str):
+    return UnsupportedOpError(
+        f"numpy.{func}: argument {arg} is not supported when tracing{_where()}; {instead}"
+    )
+
+
+def _reject(func: str, **kwargs) -> None:
+    """Raise for keyword arguments braze cannot honour (anything not left default)."""
+    for name, value in kwargs.items():
+        if value is not None and value is not _NoValue and value is not False:
+            raise _unsupported(func, f"{name}={value!r}", f"call numpy.{func} without {name}=")
+
+
+# ---------------------------------------------------------------- structure
+
+
+def shape(a) -> tuple[int, ...]:
+    """``np.shape``: static, known while tracing."""
+    return _shape(a)
+
+
+def ndim(a) -> int:
+    return _ndim(a)
+
+
+def size(a, axis=None) -> int:
+    s = _shape(a)
+    return int(np.prod(s, dtype=np.int64)) if axis is None else s[axis]
+
+
+def result_type(*arrays_and_dtypes):
+    return np.result_type(*(np.array(1, _dtype(a)) if hasattr(a, "dtype") and hasattr(a, "shape") else a
+                            for a in arrays_and_dtypes))
+
+
+def iscomplexobj(x) -> bool:
+    return _dtype(x).kind == "c"
+
+
+def isrealobj(x) -> bool:
+    return not iscomplexobj(x)
+
+
+# ---------------------------------------------------------------- elementwise
+
+
+def _make_ufunc(name: str, nin: int):
+    if nin == 1:
+        def fn(x):
+            return bind(name, x)
+    else:
+        def fn(x1, x2):
+            return bind(name, x1, x2)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"Elementwise ``numpy.{name}``."
+    return fn
+
+
+UFUNCS = {name: _make_ufunc(name, 1) for name in UNARY}
+UFUNCS.update({name: _make_ufunc(name, 2) for name in BINARY})
+globals().update(UFUNCS)
+true_divide = UFUNCS["divide"]
+abs = UFUNCS["absolute"]  # noqa: A001  (NumPy's name)
+bitwise_not = UFUNCS["invert"]
+pow = UFUNCS["power"]  # noqa: A001
+
+
+def erf(x):
+    """The error function, elementwise (NumPy has none; ``scipy.special.erf`` maps here).
+
+    >>> float(erf(0.0))
+    0.0
+    """
+    return bind("erf", x)
+
+
+UFUNCS["erf"] = erf
+UFUNCS["true_divide"] = true_divide
+
+
+def where(condition, x=_NoValue, y=_NoValue):
+    """``np.where(condition, x, y)``; the one-argument form has a data-dependent shape."""
+    if x is _NoValue or y is _NoValue:
+        raise _unsupported("where", "with only a condition", "its result shape depends on the data; use np.where(cond, x, y)")
+    return bind("where", condition, x, y)
+
+
+def clip(a, a_min=_NoValue, a_max=_NoValue, out=None, *, min=_NoValue, max=_NoValue, **kwargs):
+    """``np.clip``; either bound may be None."""
+    _reject("clip", out=out, **kwargs)
+    lo = a_min if a_min is not _NoValue else (min if min is not _NoValue else None)
+    hi = a_max if a_max is not _NoValue else (max if max is not _NoValue else None)
+    if lo is None and hi is None:
+        return asarray_copy(a)
+    if lo is None:
+        return minimum(a, hi)
+    if hi is None:
+        return maximum(a, lo)
+    return bind("clip", a, lo, hi)
+
+
+def astype(x, dtype, /, *, copy=True, device=None):
+    """Cast to ``dtype`` (``x.astype(dtype)``)."""
+    return bind("convert", x, dtype=np.dtype(dtype))
+
+
+def asarray_copy(x):
+    """A copy of ``x``: a new array with the same values."""
+    return bind("convert", x, dtype=_dtype(x))
+
+
+copy = asarray_copy
+
+
+def round(a, decimals=0, out=None):  # noqa: A001
+    """``np.round``: half to even, like NumPy."""
+    _reject("round", out=out)
+    if _dtype(a).kind in "biu" and decimals >= 0:
+        return asarray_copy(a)
+    if decimals == 0:
+        return rint(a)  # noqa: F821  (defined by globals().update)
+    scale = 10.0 ** decimals
+    return divide(rint(multiply(a, scale)), scale)  # noqa: F821
+
+
+around = round
+
+
+# ---------------------------------------------------------------- reductions
+
+
+def _reduction(prim: str, func: str):
+    def fn(a, axis=None, dtype=None, out=None, keepdims=False, initial=_NoValue, where=_NoValue):
+        _reject(func, out=out, initial=initial, where=where)
+        axes = normalize_axes(func, axis, _ndim(a), _shape(a))
+        if dtype is not None:
+            a = astype(a, dtype)
+        return bind(prim, a, axes=axes, keepdims=bool(keepdims))
+
+    fn.__name__ = fn.__qualname__ = func
+    fn.__doc__ = f"``numpy.{func}`` over static axes (int, tuple or None)."
+    return fn
+
+
+sum = _reduction("reduce_sum", "sum")  # noqa: A001
+prod = _reduction("reduce_prod", "prod")
+max = _reduction("reduce_max", "max")  # noqa: A001
+min = _reduction("reduce_min", "min")  # noqa: A001
+amax, amin = max, min
+
+
+def _logical_reduction(prim: str, func: str):
+    def fn(a, axis=None, out=None, keepdims=False, *, where=_NoValue):
+        _reject(func, out=out, where=where)
+        axes = normalize_axes(func, axis, _ndim(a), _shape(a))
+        return bind(prim, a, axes=axes, keepdims=bool(keepdims))
+
+    fn.__name__ = fn.__qualname__ = func
+    return fn
+
+
+any = _logical_reduction("reduce_any", "any")  # noqa: A001
+all = _logical_reduction("reduce_all", "all")  # noqa: A001
+
+
+def _arg_reduction(prim: str, func: str):
+    def fn(a, axis=None, out=None, *, keepdims=False):
+        _reject(func, out=out)
+        if axis is not None:
+            axis = normalize_axis(func, axis, _ndim(a), _shape(a))
+        return bind(prim, a, axis=axis, keepdims=bool(keepdims))
+
+    fn.__name__ = fn.__qualname__ = func
+    return fn
+
+
+argmax = _arg_reduction("argmax", "argmax")
+argmin = _arg_reduction("argmin", "argmin")
+
+
+def _mean_dtype(dtype, requested):
+    if requested is not None:
+        return np.dtype(requested), np.dtype(requested)
+    dtype = np.dtype(dtype)
+    if dtype.kind in "biu":
+        return np.dtype(np.float64), np.dtype(np.float64)
+    if dtype == np.float16:
+        return np.dtype(np.float32), dtype
+    return dtype, dtype
+
+
+def _count(a, axes) -> int:
+    shape = _shape(a)
+    return int(np.prod([shape[i] for i in axes], dtype=np.int64))
+
+
+def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=_NoValue):
+    """``np.mean``: integers average in float64, float16 accumulates in float32."""
+    _reject("mean", out=out, where=where)
+    axes = normalize_axes("mean", axis, _ndim(a), _shape(a))
+    acc, result = _mean_dtype(_dtype(a), dtype)
+    total = bind("reduce_sum", astype(a, acc), axes=axes, keepdims=bool(keepdims))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return astype(divide(total, acc.type(_count(a, axes))), result)  # noqa: F821
+
+
+def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=_NoValue, mean=_NoValue, correction=_NoValue):
+    """``np.var`` as NumPy computes it: mean of squared deviations, ``ddof`` aware."""
+    _reject("var", out=out, where=where, mean=mean)
+    if correction is not _NoValue:
+        ddof = correction
+    axes = normalize_axes("var", axis, _ndim(a), _shape(a))
+    acc, result = _mean_dtype(_dtype(a), dtype)
+    x = astype(a, acc)
+    n = _count(a, axes)
+    mu = divide(bind("reduce_sum", x, axes=axes, keepdims=True), acc.type(n))  # noqa: F821
+    dev = subtract(x, mu)  # noqa: F821
+    total = bind("reduce_sum", multiply(dev, dev), axes=axes, keepdims=bool(keepdims))  # noqa: F821
+    return astype(divide(total, acc.type(builtins.max(n - ddof, 0))), result)  # noqa: F821
+
+
+def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=_NoValue, mean=_NoValue, correction=_NoValue):
+    """``np.std``: the square root of :func:`var`."""
+    return sqrt(var(a, axis, dtype, out, ddof, keepdims, where=where, mean=mean, correction=correction))  # noqa: F821
+
+
+# ---------------------------------------------------------------- shapes
+
+
+def _resolve_shape(func: str, shape, size: int) -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    shape = [int(operator.index(d)) for d in shape]
+    unknown = [i for i, d in enumerate(shape) if d == -1]
+    if len(unknown) > 1:
+        raise ShapeError(f"{func}: only one dimension can be -1, got {tuple(shape)}{_where()}")
+    if unknown:
+        known = int(np.prod([d for d in shape if d != -1], dtype=np.int64))
+        if known == 0 or size % known:
+            raise ShapeError(f"{func}: cannot reshape {size} elements into {tuple(shape)}{_where()}")
+        shape[unknown[0]] = size // known
+    return tuple(shape)
+
+
+def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
+    """``np.reshape`` in C order (-1 allowed once)."""
+    if order != "C":
+        raise _unsupported("reshape", f"order={order!r}", "only C order is supported")
+    shape = newshape if shape is None else shape
+    size = int(np.prod(_shape(a), dtype=np.int64))
+    shape = _resolve_shape("reshape", shape, size)
+    if shape == _shape(a):
+        return a
+    return bind("reshape", a, shape=shape)
+
+
+def ravel(a, order="C"):
+    """``np.ravel`` (C order)."""
+    return reshape(a, (-1,), order)
+
+
+def transpose(a, axes=None):
+    """``np.transpose``; axes default to reversed."""
+    nd = _ndim(a)
+    if axes is None:
+        perm = tuple(range(nd))[::-1]
+    else:
+        perm = tuple(normalize_axis("transpose", ax, nd, _shape(a)) for ax in axes)
+    if perm == tuple(range(nd)):
+        return a
+    return bind("transpose", a, perm=perm)
+
+
+permute_dims = transpose
+
+
+def swapaxes(a, axis1, axis2):
+    nd = _ndim(a)
+    perm = list(range(nd))
+    i = normalize_axis("swapaxes", axis1, nd, _shape(a))
+    j = normalize_axis("swapaxes", axis2, nd, _shape(a))
+    perm[i], perm[j] = perm[j], perm[i]
+    return transpose(a, perm)
+
+
+def moveaxis(a, source, destination):
+    nd = _ndim(a)
+    src = [normalize_axis("moveaxis", s, nd) for s in (source if isinstance(source, (list, tuple)) else [source])]
+    dst = [normalize_axis("moveaxis", d, nd) for d in (destination if isinstance(destination, (list, tuple)) else [destination])]
+    if len(src) != len(dst):
+        raise ShapeError(f"moveaxis: source {source} and destination {destination} differ in length{_where()}")
+    order = [n for n in range(nd) if n not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return transpose(a, order)
+
+
+def broadcast_to(array, shape, subok=False):
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
+    if _shape(array) == shape:
+        return array
+    return bind("broadcast_to", array, shape=shape)
+
+
+def broadcast_arrays(*args, subok=False):
+    shape = tuple(np.broadcast_shapes(*(_shape(a) for a in args)))
+    return tuple(broadcast_to(a, shape) for a in args)
+
+
+def expand_dims(a, axis):
+    axes = axis if isinstance(axis, (list, tuple)) else (axis,)
+    nd = _ndim(a) + len(axes)
+    axes = normalize_axes("expand_dims", axes, nd)
+    it = iter(_shape(a))
+    return reshape(a, tuple(1 if i in axes else next(it) for i in range(nd)))
+
+
+def squeeze(a, axis=None):
+    shape = _shape(a)
+    if axis is None:
+        axes = tuple(i for i, d in enumerate(shape) if d == 1)
+    else:
+        axes = normalize_axes("squeeze", axis, len(shape), shape)
+        for i in axes:
+            if shape[i] != 1:
+                raise ShapeError(f"squeeze: cannot select axis {i} of shape {shape}: its size is not 1{_where()}")
+    return reshape(a, tuple(d for i, d in enumerate(shape) if i not in axes))
+
+
+def atleast_1d(*arys):
+    res = [reshape(a, (1,)) if _ndim(a) == 0 else a for a in arys]
+    return res[0] if len(res) == 1 else res
+
+
+def atleast_2d(*arys):
+    res = []
+    for a in arys:
+        nd = _ndim(a)
+        res.append(reshape(a, (1, 1)) if nd == 0 else reshape(a, (1,) + _shape(a)) if nd == 1 else a)
+    return res[0] if len(res) == 1 else res
+
+
+def concatenate(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
+    """``np.concatenate``; ``axis=None`` flattens first."""
+    _reject("concatenate", out=out)
+    arrays = list(arrays)
+    if not arrays:
+        raise ShapeError(f"concatenate: needs at least one array{_where()}")
+    if axis is None:
+        arrays, axis = [ravel(a) for a in arrays], 0
+    nd = _ndim(arrays[0])
+    if nd == 0:
+        raise ShapeError(f"concatenate: zero-dimensional arrays cannot be concatenated{_where()}; use np.stack")
+    axis = normalize_axis("concatenate", axis, nd)
+    result = arrays[0] if len(arrays) == 1 else bind("concatenate", *arrays, axis=axis)
+    if len(arrays) == 1:
+        result = asarray_copy(result)
+    return astype(result, dtype) if dtype is not None else result
+
+
+def stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
+    arrays = list(arrays)
+    if not arrays:
+        raise ShapeError(f"stack: needs at least one array{_where()}")
+    shapes = {_shape(a) for a in arrays}
+    if len(shapes) != 1:
+        raise ShapeError(f"stack: all input arrays must have the same shape, got {sorted(shapes)}{_where()}")
+    axis = normalize_axis("stack", axis, _ndim(arrays[0]) + 1)
+    return concatenate([expand_dims(a, axis) for a in arrays], axis, out, dtype=dtype)
+
+
+def hstack(tup, *, dtype=None, casting="same_kind"):
+    arrs = [atleast_1d(a) for a in tup]
+    return concatenate(arrs, 0 if _ndim(arrs[0]) == 1 else 1, dtype=dtype)
+
+
+def vstack(tup, *, dtype=None, casting="same_kind"):
+    return concatenate([atleast_2d(a) for a in tup], 0, dtype=dtype)
+
+
+def _split(func: str, ary, indices_or_sections, axis, even: bool):
+    shape = _shape(ary)
+    axis = normalize_axis(func, axis, len(shape), shape)
+    n = shape[axis]
+    if isinstance(indices_or_sections, (int, np.integer)):
+        sections = int(indices_or_sections)
+        if sections <= 0:
+            raise ShapeError(f"{func}: number of sections must be larger than 0{_where()}")
+        if even and n % sections:
+            raise ShapeError(
+                f"{func}: array split does not result in an equal division: axis {axis} of "
+                f"shape {shape} into {sections}{_where()}; use np.array_split"
+            )
+        each, extra = divmod(n, sections)
+        sizes = [each + 1] * extra + [each] * (sections - extra)
+        bounds = np.concatenate([[0], np.cumsum(sizes)]).tolist()
+    else:
+        bounds = [0] + [int(i) for i in indices_or_sections] + [n]
+    from .indexing import getitem
+
+    pieces = []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        key = (slice(None),) * axis + (slice(lo, hi),)
+        pieces.append(getitem(ary, key, view=False))
+    return pieces
+
+
+def split(ary, indices_or_sections, axis=0):
+    return _split("split", ary, indices_or_sections, axis, even=True)
+
+
+def array_split(ary, indices_or_sections, axis=0):
+    return _split("array_split", ary, indices_or_sections, axis, even=False)
+
+
+# ---------------------------------------------------------------- indexing
+
+
+def take(a, indices, axis=None, out=None, mode="raise"):
+    """``np.take`` (mode='raise')."""
+    _reject("take", out=out)
+    if mode != "raise":
+        raise _unsupported("take", f"mode={mode!r}", "only mode='raise' is supported")
+    from .indexing import getitem
+
+    if axis is None:
+        a, axis = ravel(a), 0
+    axis = normalize_axis("take", axis, _ndim(a), _shape(a))
+    return getitem(a, (slice(None),) * axis + (indices,))
+
+
+def take_along_axis(arr, indices, axis=-1):
+    if axis is None:
+        arr, axis = ravel(arr), 0
+    axis = normalize_axis("take_along_axis", axis, _ndim(arr), _shape(arr))
+    return bind("take_along_axis", arr, indices, axis=axis)
+
+
+def tril(m, k=0):
+    shape = _shape(m)
+    mask = np.tri(shape[-2], shape[-1], k, dtype=bool)
+    return where(mask, m, _dtype(m).type(0))
+
+
+def triu(m, k=0):
+    shape = _shape(m)
+    mask = np.tri(shape[-2], shape[-1], k - 1, dtype=bool)
+    return where(mask, _dtype(m).type(0), m)
+
+
+# ---------------------------------------------------------------- contractions
+
+
+def matmul(x1, x2, /, out=None, **kwargs):
+    """``np.matmul`` / ``@``."""
+    _reject("matmul", out=out, **kwargs)
+    return bind("matmul", x1, x2)
+
+
+def dot(a, b, out=None):
+    """``np.dot``: matmul for 1-D and 2-D, multiply for scalars, a contraction of a's
+    last axis with b's second-to-last for N-D."""
+    _reject("dot", out=out)
+    na, nb = _ndim(a), _ndim(b)
+    if na == 0 or nb == 0:
+        return multiply(a, b)  # noqa: F821
+    if na <= 2 and nb <= 2:
+        return matmul(a, b)
+    return tensordot(a, b, axes=([na - 1], [nb - 2 if nb >= 2 else 0]))
+
+
+def vdot(a, b):
+    return sum(multiply(ravel(a), ravel(b)))  # noqa: F821
+
+
+def inner(a, b):
+    if _ndim(a) == 0 or _ndim(b) == 0:
+        return multiply(a, b)  # noqa: F821
+    return tensordot(a, b, axes=([-1], [-1]))
+
+
+def outer(a, b, out=None):
+    """``np.outer`` of the flattened inputs."""
+    _reject("outer", out=out)
+    return multiply(reshape(a, (-1, 1)), reshape(b, (1, -1)))  # noqa: F821
+
+
+def tensordot(a, b, axes=2):
+    na, nb = _ndim(a), _ndim(b)
+    if isinstance(axes, (int, np.integer)):
+        ax_a, ax_b = list(range(na - axes, na)), list(range(axes))
+    else:
+        ax_a, ax_b = axes
+        ax_a = [ax_a] if isinstance(ax_a, int) else list(ax_a)
+        ax_b = [ax_b] if isinstance(ax_b, int) else list(ax_b)
+    ax_a = [normalize_axis("tensordot", x, na) for x in ax_a]
+    ax_b = [normalize_axis("tensordot", x, nb) for x in ax_b]
+    letters = iter("abcdefghijklmnopqrstuvwxyz")
+    sa = [next(letters) for _ in range(na)]
+    sb = [next(letters) for _ in range(nb)]
+    for i, j in zip(ax_a, ax_b):
+        sb[j] = sa[i]
+    out = [c for i, c in enumerate(sa) if i not in ax_a] + [c for j, c in enumerate(sb) if j not in ax_b]
+    return bind("einsum", a, b, subscripts=f"{''.join(sa)},{''.join(sb)}->{''.join(out)}")
+
+
+def einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
+    """``np.einsum`` with explicit or implicit output, no ellipsis."""
+    _reject("einsum", out=out, **kwargs)
+    if not isinstance(subscripts, str):
+        raise _unsupported("einsum", "in interleaved (operand, sublist) form", "pass a subscripts string")
+    spec = subscripts.replace(" ", "")
+    if "." in spec:
+        raise _unsupported("einsum", "'...' (ellipsis)", "name every axis with a letter")
+    if "->" not in spec:
+        letters = spec.replace(",", "")
+        spec += "->" + "".join(c for c in sorted(set(letters)) if letters.count(c) == 1)
+    ins = spec.split("->")[0].split(",")
+    if len(ins) != len(operands):
+        raise ShapeError(f"einsum: {subscripts!r} names {len(ins)} operands, got {len(operands)}{_where()}")
+    return bind("einsum", *operands, subscripts=spec)
+
+
+# ---------------------------------------------------------------- constructors
+
+
+def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, *, device=None):
+    dtype = np.dtype(dtype) if dtype is not None else _dtype(a)
+    shape = _shape(a) if shape is None else ((shape,) if isinstance(shape, int) else tuple(shape))
+    return full(shape, fill_value, dtype)
+
+
+def zeros_like(a, dtype=None, order="K", subok=True, shape=None, *, device=None):
+    return full_like(a, 0, dtype, shape=shape)
+
+
+def ones_like(a, dtype=None, order="K", subok=True, shape=None, *, device=None):
+    return full_like(a, 1, dtype, shape=shape)
+
+
+empty_like = zeros_like
+
+
+def full(shape, fill_value, dtype=None, order="C", **kwargs):
+    """An array of ``shape`` filled with ``fill_value`` (a broadcast, not a buffer)."""
+    shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
+    if isinstance(fill_value, (bool, int, float, np.generic, np.ndarray, list, tuple)):
+        value = np.asarray(fill_value, dtype=dtype)
+        value = value[()] if value.ndim == 0 else value
+    else:  # a traced or watched value
+        value = fill_value if dtype is None else astype(fill_value, dtype)
+    # A copy, so that eagerly the result is a fresh writable array, as NumPy's.
+    return asarray_copy(broadcast_to(value, shape))
+
+
+def zeros(shape, dtype=float, order="C", **kwargs):
+    return full(shape, 0, dtype)
+
+
+def ones(shape, dtype=float, order="C", **kwargs):
+    return full(shape, 1, dtype)
+
+
+empty = zeros
+
+
+__all__ = sorted(
+    name for name, value in list(globals().items())
+    if callable(value) and not name.startswith("_") and getattr(value, "__module__", None) == __name__
+) + sorted(UFUNCS)
+
+# NumPy function object -> braze implementation, for __array_function__.
+ARRAY_FUNCTIONS = {
+    getattr(np, name): globals()[name]
+    for name in __all__
+    if hasattr(np, name) and callable(getattr(np, name)) and name in globals()
+}
+for _np_name in ("amax", "amin", "round", "around", "abs", "true_divide", "permute_dims", "pow"):
+    if hasattr(np, _np_name):
+        ARRAY_FUNCTIONS[getattr(np, _np_name)] = globals()[_np_name]
+ARRAY_FUNCTIONS[np.copy] = asarray_copy
+
+del _np_name, math, DTypeError

@@ -1,0 +1,58 @@
+"""Helpers shared by the primitive declarations: broadcasting and errors."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..aval import Aval
+from ..errors import DTypeError, ShapeError, where
+
+
+def describe(avals) -> str:
+    return ", ".join(str(a) for a in avals)
+
+
+def broadcast_shapes(op: str, avals) -> tuple[int, ...]:
+    try:
+        return tuple(np.broadcast_shapes(*(a.shape for a in avals)))
+    except ValueError:
+        raise ShapeError(
+            f"{op}: operands with shapes {describe(avals)} cannot be broadcast together{where()}; "
+            "NumPy broadcasting needs each pair of trailing dimensions to be equal or 1 "
+            "(insert axes with x[:, None] or reshape one operand)"
+        ) from None
+
+
+def dtype_error(op: str, avals, exc: Exception) -> DTypeError:
+    return DTypeError(
+        f"{op}: not defined for operands {describe(avals)}{where()} ({exc}); "
+        "cast the operands with .astype(...) to a dtype the op accepts"
+    )
+
+
+def normalize_axis(op: str, axis: int, ndim: int, shape=None) -> int:
+    if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
+        raise ShapeError(f"{op}: axis must be an int, got {axis!r}{where()}")
+    if not -ndim <= axis < ndim:
+        what = f"shape {shape}" if shape is not None else f"ndim {ndim}"
+        raise ShapeError(
+            f"{op}: axis {axis} is out of range for an array of {what}{where()}; "
+            f"use an axis in [{-ndim}, {ndim - 1}]"
+        )
+    return int(axis) % ndim
+
+
+def normalize_axes(op: str, axis, ndim: int, shape=None) -> tuple[int, ...]:
+    """None -> all axes; int or tuple -> sorted non-negative axes, no repeats."""
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, (list, tuple)):
+        axes = tuple(normalize_axis(op, a, ndim, shape) for a in axis)
+    else:
+        axes = (normalize_axis(op, axis, ndim, shape),)
+    if len(set(axes)) != len(axes):
+        raise ShapeError(f"{op}: repeated axis in {axis!r}{where()}; name each axis once")
+    return tuple(sorted(axes))
+
+
+def strong(shape, dtype) -> Aval:
+    return Aval(tuple(int(d) for d in shape), np.dtype(dtype))

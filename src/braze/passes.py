@@ -1,0 +1,112 @@
+"""Target-independent graph passes, listed in order, each with a name.
+
+``run_passes`` returns the final graph and, on request, the graph after
+every stage, so ``explain`` can print any of them.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from .aval import python_scalar_type
+from .core import KIND, NUMPY_IMPL
+from .graph import Graph, Literal, Node
+
+
+def rewrite(graph: Graph, fn: Callable[[Node], Node]) -> Graph:
+    """Rebuild ``graph`` bottom-up, passing each node (with rewritten inputs) to ``fn``."""
+    mapping: dict[int, Node] = {}
+    for node in graph.nodes:
+        new = node.replace(mapping[id(i)] for i in node.inputs)
+        mapping[id(node)] = fn(new)
+    outputs = [mapping[id(o)] for o in graph.outputs]
+    inputs = [mapping.get(id(n), n) for n in graph.inputs]
+    return Graph(inputs, outputs, graph.captures, graph.input_names)
+
+
+def cse(graph: Graph) -> Graph:
+    """Common-subexpression elimination: structurally equal nodes become one."""
+    memo: dict[Node, Node] = {}
+    return rewrite(graph, lambda n: memo.setdefault(n, n))
+
+
+def fold_constants(graph: Graph) -> Graph:
+    """Evaluate elementwise ops whose operands are all scalar literals."""
+
+    def fold(node: Node) -> Node:
+        if KIND.get(node.op) != "elementwise" or not node.inputs:
+            return node
+        if not all(i.op == "const" for i in node.inputs):
+            return node
+        args = [i.kw["value"].value for i in node.inputs]
+        with np.errstate(all="ignore"):
+            value = np.asarray(NUMPY_IMPL[node.op](*args, **node.kw)).astype(node.aval.dtype)[()]
+        if node.aval.weak:
+            value = python_scalar_type(node.aval.dtype)(value)
+        return Node.make("const", (), node.aval, value=Literal(value))
+
+    return rewrite(graph, fold)
+
+
+_IDENTITY_OPS = {"convert", "reshape", "broadcast_to", "transpose"}
+
+
+def drop_identities(graph: Graph) -> Graph:
+    """Remove casts and layout ops that leave the value exactly as it was."""
+
+    def drop(node: Node) -> Node:
+        if node.op in _IDENTITY_OPS and node.inputs[0].aval == node.aval:
+            if node.op != "transpose" or node.kw["perm"] == tuple(range(node.aval.ndim)):
+                return node.inputs[0]
+        return node
+
+    return rewrite(graph, drop)
+
+
+def simplify_bodies(graph: Graph) -> Graph:
+    """Run the passes inside every composite's body too."""
+
+    def visit(node: Node) -> Node:
+        if node.op != "composite":
+            return node
+        params = node.kw
+        params["body"] = run_passes(params["body"])[0]
+        return Node.make(node.op, node.inputs, node.aval, **params)
+
+    return rewrite(graph, visit)
+
+
+def dce(graph: Graph) -> Graph:
+    """Dead-code elimination: keep only captures the outputs still read."""
+    used = sorted({n.kw["index"] for n in graph.nodes if n.op == "capture"})
+    if used == list(range(len(graph.captures))):
+        return graph
+    renumber = {old: new for new, old in enumerate(used)}
+
+    def visit(node: Node) -> Node:
+        if node.op == "capture":
+            return Node.make("capture", (), node.aval, index=renumber[node.kw["index"]])
+        return node
+
+    g = rewrite(graph, visit)
+    return Graph(g.inputs, g.outputs, [graph.captures[i] for i in used], graph.input_names)
+
+
+PASSES: list[tuple[str, Callable[[Graph], Graph]]] = [
+    ("fold_constants", fold_constants),
+    ("drop_identities", drop_identities),
+    ("cse", cse),
+    ("simplify_bodies", simplify_bodies),
+    ("dce", dce),
+]
+
+
+def run_passes(graph: Graph, keep_stages: bool = False):
+    """(final graph, [(stage name, graph), ...] if keep_stages else [])."""
+    stages = [("trace", graph)] if keep_stages else []
+    for name, fn in PASSES:
+        graph = fn(graph)
+        if keep_stages:
+            stages.append((name, graph))
+    return graph, stages

@@ -1,0 +1,80 @@
+"""Pytrees: nested tuples, lists, dicts, namedtuples and None around leaves.
+
+A tree flattens to its leaves and a hashable *treedef* that rebuilds it.
+Dicts flatten in sorted key order, as in JAX.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+LEAF = ("*",)
+
+
+def _sorted_keys(d: dict) -> list:
+    try:
+        return sorted(d)
+    except TypeError:
+        return sorted(d, key=repr)
+
+
+def flatten(tree: Any) -> tuple[list, tuple]:
+    """(leaves, treedef) of ``tree``."""
+    leaves: list = []
+
+    def walk(node):
+        if node is None:
+            return ("None",)
+        if isinstance(node, tuple) and hasattr(node, "_fields"):
+            return ("namedtuple", type(node), tuple(walk(c) for c in node))
+        if isinstance(node, tuple):
+            return ("tuple", len(node), tuple(walk(c) for c in node))
+        if isinstance(node, list):
+            return ("list", len(node), tuple(walk(c) for c in node))
+        if isinstance(node, dict):
+            keys = _sorted_keys(node)
+            return ("dict", tuple(keys), tuple(walk(node[k]) for k in keys))
+        leaves.append(node)
+        return LEAF
+
+    treedef = walk(tree)
+    return leaves, treedef
+
+
+def unflatten(treedef: tuple, leaves) -> Any:
+    """The tree of ``treedef`` with ``leaves`` in flattening order."""
+    it = iter(leaves)
+
+    def build(td):
+        kind = td[0]
+        if kind == "*":
+            return next(it)
+        if kind == "None":
+            return None
+        children = [build(c) for c in td[2]]
+        if kind == "namedtuple":
+            return td[1](*children)
+        if kind == "tuple":
+            return tuple(children)
+        if kind == "list":
+            return children
+        return dict(zip(td[1], children))
+
+    return build(treedef)
+
+
+def describe(treedef: tuple) -> str:
+    """A short human-readable form of a treedef, for error messages and logs."""
+    kind = treedef[0]
+    if kind == "*":
+        return "*"
+    if kind == "None":
+        return "None"
+    inner = ", ".join(describe(c) for c in treedef[2])
+    if kind == "dict":
+        inner = ", ".join(f"{k!r}: {describe(c)}" for k, c in zip(treedef[1], treedef[2]))
+        return "{" + inner + "}"
+    if kind == "list":
+        return f"[{inner}]"
+    if kind == "namedtuple":
+        return f"{treedef[1].__name__}({inner})"
+    return f"({inner}{',' if len(treedef[2]) == 1 else ''})"

@@ -1,0 +1,299 @@
+"""The NumPy array surface shared by braze's boxed arrays.
+
+``ArrayMethods`` gives a class with ``shape``/``dtype`` and two hooks
+(``_update`` for in-place writes, ``_concrete_error`` for values Python
+needs concretely) the operators, methods and NumPy protocols of an ndarray,
+all routed to ``braze.numpy``. Tracers use it; the gradient tape's watched
+arrays can use it the same way.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import indexing
+from . import numpy as bnp
+from .errors import DTypeError, ShapeError, UnsupportedOpError, where
+
+_UFUNC_REDUCE = {"add": bnp.sum, "multiply": bnp.prod, "maximum": bnp.max, "minimum": bnp.min,
+                 "logical_and": bnp.all, "logical_or": bnp.any}
+
+
+def _unsupported_function(name: str) -> UnsupportedOpError:
+    return UnsupportedOpError(
+        f"numpy.{name} is not supported on traced arrays{where()}; write it with supported "
+        "NumPy functions (elementwise ufuncs, reductions, reshapes, indexing, matmul/einsum), "
+        "or define it as a braze.composite and register a kernel for it"
+    )
+
+
+def _binary(name: str, reflected: bool = False):
+    fn = bnp.UFUNCS[name]
+    if reflected:
+        return lambda self, other: fn(other, self)
+    return lambda self, other: fn(self, other)
+
+
+def _inplace(name: str):
+    fn = bnp.UFUNCS[name] if name != "matmul" else bnp.matmul
+
+    def method(self, other):
+        self._assign(fn(self, other), f"{name} (in place)")
+        return self
+
+    return method
+
+
+class ArrayMethods:
+    """Operators, methods and NumPy protocols, in terms of ``braze.numpy``."""
+
+    __slots__ = ()
+    __array_priority__ = 1000
+    __hash__ = None  # like ndarray: mutable, compared elementwise
+
+    # ---- protocols
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        name = ufunc.__name__
+        out = kwargs.pop("out", None)
+        dtype = kwargs.pop("dtype", None)
+        if method == "reduce":
+            if name not in _UFUNC_REDUCE:
+                raise _unsupported_function(f"{name}.reduce")
+            axis = kwargs.pop("axis", 0)
+            keepdims = kwargs.pop("keepdims", False)
+            if kwargs:
+                raise _unsupported_function(f"{name}.reduce with {sorted(kwargs)}")
+            result = _UFUNC_REDUCE[name](inputs[0], axis=axis, keepdims=keepdims)
+        elif method == "__call__":
+            fn = bnp.UFUNCS.get(name)
+            if fn is None:
+                raise _unsupported_function(name)
+            casting = kwargs.pop("casting", "same_kind")
+            if kwargs.pop("where", True) is not True or kwargs:
+                raise UnsupportedOpError(
+                    f"numpy.{name}: keyword arguments {sorted(kwargs) or ['where']} are not supported "
+                    f"when tracing{where()}; use np.where(mask, {name}(...), other) instead of where="
+                )
+            del casting
+            result = fn(*inputs)
+        else:
+            raise _unsupported_function(f"{name}.{method}")
+        if dtype is not None:
+            result = bnp.astype(result, dtype)
+        if out is not None:
+            (target,) = out if isinstance(out, tuple) else (out,)
+            if not isinstance(target, ArrayMethods):
+                raise UnsupportedOpError(
+                    f"numpy.{name}: out= must be a traced array, not a {type(target).__name__}{where()}; "
+                    "assign the result instead (y = np.%s(...))" % name
+                )
+            target._assign(result, f"{name} (out=)")
+            return target
+        return result
+
+    def __array_function__(self, func, types, args, kwargs):
+        impl = bnp.ARRAY_FUNCTIONS.get(func)
+        if impl is None:
+            module = getattr(func, "__module__", "numpy") or "numpy"
+            public = ".".join(p for p in module.split(".") if not p.startswith("_"))
+            name = getattr(func, "__name__", str(func))
+            raise _unsupported_function(f"{public}.{name}"[len("numpy."):] if public.startswith("numpy") else name)
+        return impl(*args, **kwargs)
+
+    def __array__(self, dtype=None, copy=None):
+        raise self._concrete_error("converted to a NumPy array (np.asarray / np.array, or stored into a NumPy array)")
+
+    # ---- concretization
+    def __bool__(self):
+        raise self._concrete_error("used as a Python bool (if / while / and / or)")
+
+    def __int__(self):
+        raise self._concrete_error("converted with int()")
+
+    def __float__(self):
+        raise self._concrete_error("converted with float()")
+
+    def __complex__(self):
+        raise self._concrete_error("converted with complex()")
+
+    def __index__(self):
+        raise self._concrete_error("used as a Python index (range, list index, slice bound)")
+
+    def item(self, *args):
+        raise self._concrete_error("read with .item()")
+
+    def tolist(self):
+        raise self._concrete_error("read with .tolist()")
+
+    # ---- structure
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def T(self):
+        return bnp.transpose(self)
+
+    @property
+    def mT(self):
+        return bnp.swapaxes(self, -1, -2)
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of unsized object (a 0-d traced array)")
+        return self.shape[0]
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d array")
+        return (self[i] for i in range(self.shape[0]))
+
+    # ---- indexing
+    def __getitem__(self, key):
+        return indexing.getitem(self, key)
+
+    def __setitem__(self, key, value):
+        self._assign(indexing.setitem(self, key, value), "setitem")
+
+    # ---- in-place writes: NumPy casts with same_kind and never grows the array
+    def _assign(self, value, what: str) -> None:
+        value_dtype = np.dtype(value.dtype) if hasattr(value, "dtype") else np.asarray(value).dtype
+        if value_dtype != self.dtype:
+            if not np.can_cast(value_dtype, self.dtype, "same_kind"):
+                raise DTypeError(
+                    f"{what}: cannot cast the {value_dtype} result into the {self.dtype} array "
+                    f"in place (NumPy's same_kind rule){where()}; use x = x.astype(...) first, "
+                    "or assign to a new name instead of updating in place"
+                )
+            value = bnp.astype(value, self.dtype)
+        vshape = bnp.shape(value)
+        if vshape != tuple(self.shape):
+            try:
+                ok = tuple(np.broadcast_shapes(vshape, self.shape)) == tuple(self.shape)
+            except ValueError:
+                ok = False
+            if not ok:
+                raise ShapeError(
+                    f"{what}: result of shape {vshape} does not fit the array of shape "
+                    f"{tuple(self.shape)} it updates in place{where()}"
+                )
+            value = bnp.broadcast_to(value, tuple(self.shape))
+        self._update(value)
+
+    # ---- operators
+    __add__, __radd__, __iadd__ = _binary("add"), _binary("add", True), _inplace("add")
+    __sub__, __rsub__, __isub__ = _binary("subtract"), _binary("subtract", True), _inplace("subtract")
+    __mul__, __rmul__, __imul__ = _binary("multiply"), _binary("multiply", True), _inplace("multiply")
+    __truediv__, __rtruediv__, __itruediv__ = _binary("divide"), _binary("divide", True), _inplace("divide")
+    __floordiv__, __rfloordiv__, __ifloordiv__ = (
+        _binary("floor_divide"), _binary("floor_divide", True), _inplace("floor_divide"))
+    __mod__, __rmod__, __imod__ = _binary("remainder"), _binary("remainder", True), _inplace("remainder")
+    __pow__, __rpow__, __ipow__ = _binary("power"), _binary("power", True), _inplace("power")
+    __and__, __rand__, __iand__ = _binary("bitwise_and"), _binary("bitwise_and", True), _inplace("bitwise_and")
+    __or__, __ror__, __ior__ = _binary("bitwise_or"), _binary("bitwise_or", True), _inplace("bitwise_or")
+    __xor__, __rxor__, __ixor__ = _binary("bitwise_xor"), _binary("bitwise_xor", True), _inplace("bitwise_xor")
+    __lt__, __le__ = _binary("less"), _binary("less_equal")
+    __gt__, __ge__ = _binary("greater"), _binary("greater_equal")
+    __eq__, __ne__ = _binary("equal"), _binary("not_equal")
+    __imatmul__ = _inplace("matmul")
+
+    def __matmul__(self, other):
+        return bnp.matmul(self, other)
+
+    def __rmatmul__(self, other):
+        return bnp.matmul(other, self)
+
+    def __neg__(self):
+        return bnp.negative(self)
+
+    def __pos__(self):
+        return bnp.positive(self)
+
+    def __abs__(self):
+        return bnp.absolute(self)
+
+    def __invert__(self):
+        return bnp.invert(self)
+
+    # ---- methods
+    def sum(self, axis=None, dtype=None, out=None, keepdims=False, **kw):
+        return bnp.sum(self, axis, dtype, out, keepdims, **kw)
+
+    def prod(self, axis=None, dtype=None, out=None, keepdims=False, **kw):
+        return bnp.prod(self, axis, dtype, out, keepdims, **kw)
+
+    def max(self, axis=None, out=None, keepdims=False, **kw):
+        return bnp.max(self, axis, None, out, keepdims, **kw)
+
+    def min(self, axis=None, out=None, keepdims=False, **kw):
+        return bnp.min(self, axis, None, out, keepdims, **kw)
+
+    def mean(self, axis=None, dtype=None, out=None, keepdims=False, **kw):
+        return bnp.mean(self, axis, dtype, out, keepdims, **kw)
+
+    def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
+        return bnp.var(self, axis, dtype, out, ddof, keepdims, **kw)
+
+    def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
+        return bnp.std(self, axis, dtype, out, ddof, keepdims, **kw)
+
+    def argmax(self, axis=None, out=None, *, keepdims=False):
+        return bnp.argmax(self, axis, out, keepdims=keepdims)
+
+    def argmin(self, axis=None, out=None, *, keepdims=False):
+        return bnp.argmin(self, axis, out, keepdims=keepdims)
+
+    def any(self, axis=None, out=None, keepdims=False, **kw):
+        return bnp.any(self, axis, out, keepdims, **kw)
+
+    def all(self, axis=None, out=None, keepdims=False, **kw):
+        return bnp.all(self, axis, out, keepdims, **kw)
+
+    def reshape(self, *shape, order="C", copy=None):
+        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+            shape = shape[0]
+        return bnp.reshape(self, shape, order)
+
+    def transpose(self, *axes):
+        if len(axes) == 1 and (axes[0] is None or not isinstance(axes[0], (int, np.integer))):
+            axes = axes[0]
+        return bnp.transpose(self, axes or None)
+
+    def swapaxes(self, axis1, axis2):
+        return bnp.swapaxes(self, axis1, axis2)
+
+    def squeeze(self, axis=None):
+        return bnp.squeeze(self, axis)
+
+    def ravel(self, order="C"):
+        return bnp.ravel(self, order)
+
+    def flatten(self, order="C"):
+        return bnp.asarray_copy(bnp.ravel(self, order))
+
+    def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
+        return bnp.astype(self, dtype)
+
+    def copy(self, order="C"):
+        return bnp.asarray_copy(self)
+
+    def clip(self, min=None, max=None, out=None, **kw):
+        return bnp.clip(self, min, max, out, **kw)
+
+    def dot(self, b, out=None):
+        return bnp.dot(self, b, out)
+
+    def take(self, indices, axis=None, out=None, mode="raise"):
+        return bnp.take(self, indices, axis, out, mode)
+
+    def round(self, decimals=0, out=None):
+        return bnp.round(self, decimals, out)
+
+    def cumsum(self, *args, **kwargs):
+        raise _unsupported_function("cumsum")
+
+    def sort(self, *args, **kwargs):
+        raise _unsupported_function("sort")

@@ -1,0 +1,47 @@
+"""The protocol every target implements."""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from braze.graph import Graph
+
+
+class Executable:
+    """A lowered graph: call it with the flat inputs, get the flat outputs.
+
+    ``plan`` and ``source`` are human-readable descriptions for ``lower()``
+    and ``explain``.
+    """
+
+    def __init__(self, run: Callable[[Sequence], list], plan: str = "", source: str = ""):
+        self.run = run
+        self.plan = plan
+        self.source = source
+
+    def __call__(self, inputs: Sequence) -> list:
+        return self.run(inputs)
+
+
+class Target:
+    """A place to run graphs. Subclasses implement ``lower``."""
+
+    name = "?"
+
+    def is_available(self) -> bool:
+        return True
+
+    def check_available(self) -> None:
+        """Raise ``TargetError`` saying why this target cannot run here."""
+
+    def describe(self) -> str:
+        return self.name
+
+    def cache_key(self) -> tuple:
+        """What, besides the graph, decides the code this target generates."""
+        return (self.name,)
+
+    def lower(self, graph: Graph) -> Executable:
+        raise NotImplementedError
+
+    def __repr__(self):
+        return f"<braze target {self.name}>"

@@ -56,6 +56,8 @@ def _entries(key, shape):
                 entries.append(("array", arr))
             else:
                 raise DTypeError(f"getitem: index arrays must be integers or booleans, got {arr.dtype}{where()}")
+        elif _is_traced(k) and getattr(k, "_known_value", lambda: None)() is not None:
+            entries.extend(_entries((k._known_value(),), (None,) * len(k.shape)))
         elif _is_traced(k):
             kind = np.dtype(k.dtype).kind
             if kind == "b":

@@ -85,13 +85,22 @@ def isrealobj(x) -> bool:
 # ---------------------------------------------------------------- elementwise
 
 
+def _strong(value):
+    """NumPy's explicit calls return strongly typed results even for Python
+    scalar operands (``np.add(2.0, 1.0)`` is a float64); Python arithmetic on
+    weak values (``s * 2.0``) stays weak, which the operators keep."""
+    if getattr(value, "weak", False):
+        return bind("convert", value, dtype=value.dtype)
+    return value
+
+
 def _make_ufunc(name: str, nin: int):
     if nin == 1:
         def fn(x):
-            return bind(name, x)
+            return _strong(bind(name, x))
     else:
         def fn(x1, x2):
-            return bind(name, x1, x2)
+            return _strong(bind(name, x1, x2))
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"Elementwise ``numpy.{name}``."
     return fn
@@ -112,7 +121,7 @@ def erf(x):
     >>> float(erf(0.0))
     0.0
     """
-    return bind("erf", x)
+    return _strong(bind("erf", x))
 
 
 UFUNCS["erf"] = erf
@@ -123,7 +132,7 @@ def where(condition, x=_NoValue, y=_NoValue):
     """``np.where(condition, x, y)``; the one-argument form has a data-dependent shape."""
     if x is _NoValue or y is _NoValue:
         raise _unsupported("where", "with only a condition", "its result shape depends on the data; use np.where(cond, x, y)")
-    return bind("where", condition, x, y)
+    return _strong(bind("where", condition, x, y))
 
 
 def clip(a, a_min=_NoValue, a_max=_NoValue, out=None, *, min=_NoValue, max=_NoValue, **kwargs):
@@ -442,7 +451,7 @@ def _split(func: str, ary, indices_or_sections, axis, even: bool):
     pieces = []
     for lo, hi in zip(bounds[:-1], bounds[1:]):
         key = (slice(None),) * axis + (slice(lo, hi),)
-        pieces.append(getitem(ary, key, view=False))
+        pieces.append(getitem(ary, key))
     return pieces
 
 
@@ -496,6 +505,9 @@ def matmul(x1, x2, /, out=None, **kwargs):
     """``np.matmul`` / ``@``."""
     _reject("matmul", out=out, **kwargs)
     return bind("matmul", x1, x2)
+
+
+UFUNCS["matmul"] = matmul
 
 
 def dot(a, b, out=None):

@@ -12,6 +12,7 @@ import numpy as np
 
 from . import indexing
 from . import numpy as bnp
+from .core import bind
 from .errors import DTypeError, ShapeError, UnsupportedOpError, where
 
 _UFUNC_REDUCE = {"add": bnp.sum, "multiply": bnp.prod, "maximum": bnp.max, "minimum": bnp.min,
@@ -26,15 +27,20 @@ def _unsupported_function(name: str) -> UnsupportedOpError:
     )
 
 
+def _raw(name: str):
+    """The op itself, keeping weak (Python-scalar) types as Python arithmetic does."""
+    return lambda *args: bind(name, *args)
+
+
 def _binary(name: str, reflected: bool = False):
-    fn = bnp.UFUNCS[name]
+    fn = _raw(name)
     if reflected:
         return lambda self, other: fn(other, self)
     return lambda self, other: fn(self, other)
 
 
 def _inplace(name: str):
-    fn = bnp.UFUNCS[name] if name != "matmul" else bnp.matmul
+    fn = _raw(name) if name != "matmul" else bnp.matmul
 
     def method(self, other):
         self._assign(fn(self, other), f"{name} (in place)")
@@ -100,7 +106,12 @@ class ArrayMethods:
         return impl(*args, **kwargs)
 
     def __array__(self, dtype=None, copy=None):
-        raise self._concrete_error("converted to a NumPy array (np.asarray / np.array, or stored into a NumPy array)")
+        raise self._concrete_error(
+            "converted to a NumPy array (np.asarray / np.array, or stored into a NumPy array; "
+            "to fill a buffer, allocate it inside the function with np.zeros / np.empty / "
+            "np.full / np.zeros_like, which braze traces, not with a function imported as "
+            "`from numpy import zeros`)"
+        )
 
     # ---- concretization
     def __bool__(self):
@@ -207,16 +218,16 @@ class ArrayMethods:
         return bnp.matmul(other, self)
 
     def __neg__(self):
-        return bnp.negative(self)
+        return bind("negative", self)
 
     def __pos__(self):
-        return bnp.positive(self)
+        return bind("positive", self)
 
     def __abs__(self):
-        return bnp.absolute(self)
+        return bind("absolute", self)
 
     def __invert__(self):
-        return bnp.invert(self)
+        return bind("invert", self)
 
     # ---- methods
     def sum(self, axis=None, dtype=None, out=None, keepdims=False, **kw):

@@ -15,9 +15,9 @@ import numpy as np
 
 from . import indexing
 from .aval import Aval, aval_of_value, check_dtype
-from .core import ABSTRACT, bind, pop_context, push_context
+from .core import ABSTRACT, NUMPY_IMPL, bind, pop_context, push_context
 from .errors import ConcretizationError, TraceError, UnsupportedOpError, user_frame
-from .graph import Graph, Literal, Node
+from .graph import Graph, Literal, Node, toposort
 from .surface import ArrayMethods
 
 # op name -> rule(ctx, input nodes, params) -> (params, aval), for ops whose
@@ -52,6 +52,28 @@ class Tracer(ArrayMethods):
     @property
     def aval(self) -> Aval:
         return self._node.aval
+
+    @property
+    def weak(self) -> bool:
+        return self._node.aval.weak
+
+    def _known_value(self, max_size: int = 1 << 20):
+        """The value, when it depends on no input or capture (a traced np.zeros(...)
+        or arithmetic on constants); else None."""
+        node = self._node
+        if node.aval.size > max_size:
+            return None
+        order = toposort([node])
+        if any(n.op in ("input", "capture") for n in order):
+            return None
+        values = {}
+        with np.errstate(all="ignore"):
+            for n in order:
+                if n.op == "const":
+                    values[id(n)] = n.kw["value"].value
+                else:
+                    values[id(n)] = NUMPY_IMPL[n.op](*(values[id(i)] for i in n.inputs), **n.kw)
+        return np.asarray(values[id(node)])
 
     @property
     def shape(self) -> tuple[int, ...]:

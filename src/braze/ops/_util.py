@@ -45,7 +45,9 @@ def normalize_axes(op: str, axis, ndim: int, shape=None) -> tuple[int, ...]:
     """None -> all axes; int or tuple -> sorted non-negative axes, no repeats."""
     if axis is None:
         return tuple(range(ndim))
-    if isinstance(axis, (list, tuple)):
+    if isinstance(axis, list):
+        raise ShapeError(f"{op}: axis must be an int or a tuple of ints, got the list {axis!r}{where()}; pass tuple(axis)")
+    if isinstance(axis, tuple):
         axes = tuple(normalize_axis(op, a, ndim, shape) for a in axis)
     else:
         axes = (normalize_axis(op, axis, ndim, shape),)

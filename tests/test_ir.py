@@ -1,0 +1,248 @@
+"""The graph IR: golden printed text, structural hashing, and the simplifying
+passes (dead code elimination, common subexpressions, scalar constant folding).
+
+The golden strings were produced by the implementation, checked by eye against
+the functions they print, and then frozen: the printer is part of the API.
+"""
+
+import re
+
+import numpy as np
+
+import braze
+import braze.numpy as bnp
+
+f32 = np.float32
+
+
+def ops_in(text):
+    """The op name of each top-level line ``%n: type = op args``."""
+    return re.findall(r"^  %\S+: \S+ = (\S+)", text, flags=re.M)
+
+
+def lowered(fn, *args):
+    return braze.compile(fn, target="generic").lower(*args).graph
+
+
+# ---------------------------------------------------------------------------
+# golden strings
+# ---------------------------------------------------------------------------
+
+def layer(x, w, b):
+    h = np.tanh(x @ w + b)
+    return h / np.sqrt((h * h).mean(axis=-1, keepdims=True) + 1e-5)
+
+
+GOLDEN_LAYER = """\
+graph(%x: f32[4,8], %w: f32[8,16], %b: f32[16]) {
+  %0: f32[4,16] = matmul %x, %w
+  %1: f32[4,16] = add %0, %b
+  %2: f32[4,16] = tanh %1
+  %3: f32[4,16] = multiply %2, %2
+  %4: f32[4,1] = reduce_sum[axes=(1,), keepdims=True] %3
+  %5: f32[4,1] = divide %4, 16.0:f32
+  %6: f32[4,1] = add %5, 1e-05
+  %7: f32[4,1] = sqrt %6
+  %8: f32[4,16] = divide %2, %7
+  return %8
+}"""
+
+
+def test_golden_layer():
+    x, w, b = np.ones((4, 8), f32), np.ones((8, 16), f32), np.ones(16, f32)
+    assert lowered(layer, x, w, b) == GOLDEN_LAYER
+    assert str(braze.trace(layer, x, w, b)) == GOLDEN_LAYER
+
+
+def mixed(x, y):
+    # NumPy promotes int32 with float32 to float64
+    return (x + y).sum(axis=0), x.T.reshape(-1)
+
+
+GOLDEN_MIXED = """\
+graph(%x: i32[2,3], %y: f32[3]) {
+  %0: f64[2,3] = add %x, %y
+  %1: f64[3] = reduce_sum[axes=(0,), keepdims=False] %0
+  %2: i32[3,2] = transpose[perm=(1, 0)] %x
+  %3: i32[6] = reshape[shape=(6,)] %2
+  return %1, %3
+}"""
+
+
+def test_golden_promotion_reduction_and_shape_ops():
+    x = np.ones((2, 3), np.int32)
+    y = np.ones(3, f32)
+    assert lowered(mixed, x, y) == GOLDEN_MIXED
+
+
+def pytree_fn(p, s):
+    return {"a": np.maximum(p["a"], 0.0) * s, "b": np.where(p["m"], p["a"], -p["a"])}
+
+
+GOLDEN_PYTREE = """\
+graph(%p__a__: f32[2,2], %p__m__: bool[2,2], %s: f64~[]) {
+  %0: f32[2,2] = maximum %p__a__, 0.0
+  %1: f32[2,2] = multiply %0, %s
+  %2: f32[2,2] = negative %p__a__
+  %3: f32[2,2] = where %p__m__, %p__a__, %2
+  return %1, %3
+}"""
+
+
+def test_golden_pytree_and_traced_scalar():
+    p = {"a": np.ones((2, 2), f32), "m": np.ones((2, 2), bool)}
+    assert lowered(pytree_fn, p, 0.5) == GOLDEN_PYTREE
+
+
+@braze.composite("braze.test.ir.affine")
+def affine(x, *, a=2.0, b=1.0):
+    return x * a + b
+
+
+GOLDEN_COMPOSITE = """\
+graph(%x: f32[4]) {
+  %0: f32[4] = composite[braze.test.ir.affine, a=3.0, b=1.0] %x
+    graph(%arg0: f32[4]) {
+      %0: f32[4] = multiply %arg0, 3.0
+      %1: f32[4] = add %0, 1.0
+      return %1
+    }
+  %1: f32[4] = exp %0
+  return %1
+}"""
+
+
+def test_golden_composite_node():
+    text = lowered(lambda x: np.exp(affine(x, a=3.0)), np.ones(4, f32))
+    assert text == GOLDEN_COMPOSITE
+
+
+# ---------------------------------------------------------------------------
+# structural hash
+# ---------------------------------------------------------------------------
+
+def _f1(x, y):
+    return np.tanh(x * y) + 1.0
+
+
+def _f1_again(x, y):
+    return np.tanh(x * y) + 1.0
+
+
+def _f2(x, y):
+    return np.tanh(x * y) - 1.0
+
+
+def test_same_function_traced_twice_gives_equal_graphs_and_hash():
+    x, y = np.ones((2, 3), f32), np.ones(3, f32)
+    g1, g2 = braze.trace(_f1, x, y), braze.trace(_f1, x, y)
+    assert g1 is not g2
+    assert g1 == g2
+    assert hash(g1) == hash(g2)
+    assert str(g1) == str(g2)
+
+
+def test_hash_is_structural_not_by_identity():
+    x, y = np.ones((2, 3), f32), np.ones(3, f32)
+    g1, g2 = braze.trace(_f1, x, y), braze.trace(_f1_again, x, y)
+    assert g1 == g2 and hash(g1) == hash(g2)
+
+
+def test_different_function_gives_different_hash():
+    x, y = np.ones((2, 3), f32), np.ones(3, f32)
+    g1, g2 = braze.trace(_f1, x, y), braze.trace(_f2, x, y)
+    assert g1 != g2
+    assert hash(g1) != hash(g2)
+
+
+def test_different_shape_or_dtype_gives_different_hash():
+    g = braze.trace(_f1, np.ones((2, 3), f32), np.ones(3, f32))
+    g_shape = braze.trace(_f1, np.ones((4, 3), f32), np.ones(3, f32))
+    g_dtype = braze.trace(_f1, np.ones((2, 3)), np.ones(3))
+    assert len({hash(g), hash(g_shape), hash(g_dtype)}) == 3
+    assert g != g_shape and g != g_dtype
+
+
+def test_different_constant_gives_different_hash():
+    def plus_one(x):
+        return x + 1.0
+
+    def plus_two(x):
+        return x + 2.0
+
+    x = np.ones(3, f32)
+    assert hash(braze.trace(plus_one, x)) != hash(braze.trace(plus_two, x))
+
+
+# ---------------------------------------------------------------------------
+# passes
+# ---------------------------------------------------------------------------
+
+def test_dead_code_is_eliminated():
+    def fn(x):
+        unused = np.sin(x) * 3.0  # noqa: F841
+        return np.cos(x)
+
+    x = np.ones(5, f32)
+    text = lowered(fn, x)
+    assert "sin" not in ops_in(text), text
+    assert len(ops_in(text)) == 1 and ops_in(text)[0] == "cos", text
+    np.testing.assert_array_equal(braze.compile(fn, target="generic")(x), np.cos(x))
+
+
+def test_common_subexpressions_are_shared():
+    def fn(x):
+        return np.exp(x) + np.exp(x)
+
+    x = np.linspace(0, 1, 5, dtype=f32)
+    text = lowered(fn, x)
+    assert ops_in(text).count("exp") == 1, text
+    np.testing.assert_allclose(braze.compile(fn, target="generic")(x), 2 * np.exp(x))
+
+
+def test_cse_does_not_merge_different_inputs():
+    def fn(x):
+        return np.exp(x) + np.exp(-x)
+
+    text = lowered(fn, np.ones(3, f32))
+    assert ops_in(text).count("exp") == 2, text
+
+
+def test_scalar_constants_are_folded():
+    def fn(x):
+        # braze sees both multiplies of constants (Python does not fold these)
+        c = bnp.multiply(bnp.add(2.0, 1.0), 2.0)
+        return x * c
+
+    x = np.arange(4, dtype=f32)
+    text = lowered(fn, x)
+    assert ops_in(text).count("multiply") == 1, text
+    assert "add" not in ops_in(text), text
+    assert "6.0" in text, text
+    got, want = braze.compile(fn, target="generic")(x), fn(x)
+    np.testing.assert_array_equal(got, want)
+    assert np.asarray(got).dtype == want.dtype  # NumPy scalars are strong: float64
+
+
+def test_constant_made_inside_the_function_is_folded():
+    def fn(x):
+        c = np.ones((), dtype=x.dtype) * 2.0 * 3.0
+        return x * c
+
+    x = np.arange(4, dtype=f32)
+    text = lowered(fn, x)
+    assert ops_in(text).count("multiply") == 1, text
+    got, want = braze.compile(fn, target="generic")(x), fn(x)
+    np.testing.assert_array_equal(got, want)
+    assert np.asarray(got).dtype == want.dtype == f32
+
+
+def test_printed_graph_is_one_op_per_line():
+    x, w, b = np.ones((4, 8), f32), np.ones((8, 16), f32), np.ones(16, f32)
+    text = lowered(layer, x, w, b)
+    lines = text.rstrip("\n").splitlines()
+    assert lines[0].startswith("graph(%x: f32[4,8], %w: f32[8,16], %b: f32[16])")
+    assert lines[-1] == "}"
+    assert re.match(r"^  return %\S+$", lines[-2])
+    body = lines[1:-2]
+    assert body and all(re.match(r"^  %\d+: \w+\[[\d,]*\] = \w+", ln) for ln in body), text

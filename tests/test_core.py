@@ -165,3 +165,12 @@ def test_failed_trace_leaves_no_state_behind():
     assert core.context_stack()[-1].__class__ is core.EagerContext
     assert np.zeros is braze.alloc._originals["zeros"]
     assert f(np.ones(6), 3).shape == (3, 2)
+
+
+def test_divmod_matches_numpy():
+    x = np.array([-7, -1, 0, 5, 9], np.int32)
+    f = braze.compile(lambda x: (divmod(x, 3), np.divmod(x, -4), divmod(2.5, x + 10)), target="generic")
+    for got, want in zip(f(x), (divmod(x, 3), np.divmod(x, -4), divmod(2.5, x + 10))):
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype
+            np.testing.assert_array_equal(g, w)

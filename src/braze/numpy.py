@@ -125,6 +125,14 @@ def erf(x):
 
 
 UFUNCS["erf"] = erf
+
+
+def divmod(x1, x2):  # noqa: A001  (NumPy's name)
+    """``np.divmod``: ``(floor_divide, remainder)`` with NumPy's signs."""
+    return floor_divide(x1, x2), remainder(x1, x2)  # noqa: F821
+
+
+UFUNCS["divmod"] = divmod
 UFUNCS["true_divide"] = true_divide
 
 

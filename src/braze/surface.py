@@ -217,6 +217,12 @@ class ArrayMethods:
     def __rmatmul__(self, other):
         return bnp.matmul(other, self)
 
+    def __divmod__(self, other):
+        return bind("floor_divide", self, other), bind("remainder", self, other)
+
+    def __rdivmod__(self, other):
+        return bind("floor_divide", other, self), bind("remainder", other, self)
+
     def __neg__(self):
         return bind("negative", self)
 

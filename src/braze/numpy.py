@@ -449,7 +449,7 @@ def _split(func: str, ary, indices_or_sections, axis, even: bool):
                 f"{func}: array split does not result in an equal division: axis {axis} of "
                 f"shape {shape} into {sections}{_where()}; use np.array_split"
             )
-        each, extra = divmod(n, sections)
+        each, extra = builtins.divmod(n, sections)
         sizes = [each + 1] * extra + [each] * (sections - extra)
         bounds = np.concatenate([[0], np.cumsum(sizes)]).tolist()
     else:

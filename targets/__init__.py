@@ -10,7 +10,21 @@ from braze.errors import TargetError, where
 from .base import Target
 from .generic import GenericTarget
 
-_TARGETS: dict[str, Target] = {"generic": GenericTarget()}
+
+def _cpu() -> Target:
+    from .cpu import CPUTarget  # imports numba: only when asked for
+
+    return CPUTarget()
+
+
+_FACTORIES = {"generic": GenericTarget, "cpu": _cpu}
+_TARGETS: dict[str, Target] = {}
+
+
+def get(name: str) -> Target:
+    if name not in _TARGETS:
+        _TARGETS[name] = _FACTORIES[name]()
+    return _TARGETS[name]
 
 # "auto" takes the first available of these.
 AUTO_ORDER = ("cuda", "cpu", "generic")
@@ -18,7 +32,7 @@ AUTO_ORDER = ("cuda", "cpu", "generic")
 
 def available() -> dict[str, Target]:
     """Every known target by name (available or not)."""
-    return dict(_TARGETS)
+    return {name: get(name) for name in _FACTORIES}
 
 
 def resolve(target) -> Target:
@@ -26,14 +40,13 @@ def resolve(target) -> Target:
         return target
     if target == "auto":
         for name in AUTO_ORDER:
-            t = _TARGETS.get(name)
-            if t is not None and t.is_available():
-                return t
-    if isinstance(target, str) and target in _TARGETS:
-        t = _TARGETS[target]
+            if name in _FACTORIES and get(name).is_available():
+                return get(name)
+    if isinstance(target, str) and target in _FACTORIES:
+        t = get(target)
         t.check_available()
         return t
-    names = ", ".join(["auto"] + [f"{n}" for n in _TARGETS])
+    names = ", ".join(["auto"] + list(_FACTORIES))
     raise TargetError(
         f"unknown target {target!r}{where()}; available targets: {names} "
         "(or pass a braze.targets.Target object)"

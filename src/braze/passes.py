@@ -77,6 +77,64 @@ def simplify_bodies(graph: Graph) -> Graph:
     return rewrite(graph, visit)
 
 
+def inline_composites(graph: Graph) -> Graph:
+    """Replace every composite node by its body's nodes (the body is the
+    reference implementation; fusion then compiles it with its neighbours)."""
+
+    def splice(node: Node) -> Node:
+        if node.op != "composite":
+            return node
+        body = node.kw["body"]
+        body = inline_composites(body)
+        mapping = {id(i): a for i, a in zip(body.inputs, node.inputs)}
+        captured = {}
+        for n in body.nodes:
+            if n.op == "input":
+                continue
+            if n.op == "capture":
+                captured[id(n)] = Node.make("capture", (), n.aval, index=("body", id(body), n.kw["index"]))
+                continue
+            mapping[id(n)] = n.replace(mapping.get(id(i), captured.get(id(i), i)) for i in n.inputs)
+        outs = [mapping.get(id(o), captured.get(id(o), o)) for o in body.outputs]
+        if isinstance(node.aval, tuple):
+            return Node.make("composite_outputs", outs, node.aval)
+        return outs[0]
+
+    g = rewrite(graph, splice)
+    return _resolve_inlined(g, graph)
+
+
+def _resolve_inlined(g: Graph, original: Graph) -> Graph:
+    """Turn ``pick(composite_outputs(...))`` into the picked node and number the
+    captures that inlined bodies brought in after the graph's own."""
+    captures = list(original.captures)
+    bodies = {}
+
+    def collect(graph):
+        for n in graph.nodes:
+            if n.op == "composite":
+                bodies[id(n.kw["body"])] = n.kw["body"]
+                collect(n.kw["body"])
+
+    collect(original)
+    new_index = {}
+
+    def visit(node: Node) -> Node:
+        if node.op == "pick" and node.inputs[0].op == "composite_outputs":
+            return node.inputs[0].inputs[node.kw["index"]]
+        if node.op == "capture" and isinstance(node.kw["index"], tuple):
+            _, body_id, k = node.kw["index"]
+            key = (body_id, k)
+            if key not in new_index:
+                new_index[key] = len(captures)
+                captures.append(bodies[body_id].captures[k])
+            return Node.make("capture", (), node.aval, index=new_index[key])
+        return node
+
+    out = rewrite(g, visit)
+    return Graph(out.inputs, out.outputs, captures, out.input_names)
+
+
 def dce(graph: Graph) -> Graph:
     """Dead-code elimination: keep only captures the outputs still read."""
     used = sorted({n.kw["index"] for n in graph.nodes if n.op == "capture"})

@@ -1,0 +1,347 @@
+"""Fusion: partition a graph into a ``Program`` of kernels (target-independent).
+
+A ``Loop`` kernel iterates over one *domain* (a shape). Its members are
+elementwise ops, reductions and trivial layout ops; each member lives in
+one of three index spaces of the domain ``D = outer + inner`` (``inner``
+the reduced trailing axes):
+
+* ``full``: shape ``D``; computed inside the inner loop;
+* ``keep``: shape ``outer + (1,)*len(inner)`` (a keepdims reduction);
+* ``drop``: shape ``outer`` (a reduction without keepdims).
+
+``keep``/``drop`` members are *row values*, computed once per outer index,
+between passes over the inner axes. So ``x - x.max(-1, keepdims=True)``,
+its ``exp``, the ``sum`` and the division (softmax) are one kernel that
+makes one pass per reduction stage over each row while it is in cache.
+Reductions over axes that are not trailing become a loop over the domain
+transposed so that they are (``perm``); such a kernel holds only the
+reduction and its elementwise producers.
+
+Layout ops (transpose, slice, reshape, broadcast) over *materialized*
+values are ``views``: the launcher makes them with NumPy strides (no copy)
+and the kernel indexes them. A ``broadcast_to`` directly under a kernel is
+dropped instead: the kernel reads size-1 dimensions at index 0.
+
+Everything else (matmul/einsum for BLAS, gathers, scatters, slice updates,
+concatenation) is an ``Extern`` step, evaluated by the target's library
+call; elementwise work after it fuses into the next kernel.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from .core import KIND
+from .graph import Graph, Node
+
+REDUCE_OPS = frozenset(op for op, kind in KIND.items() if kind == "reduce")
+LAYOUT_OPS = frozenset({"reshape", "transpose", "broadcast_to", "slice"})
+SOURCE_OPS = frozenset({"input", "capture", "const"})
+
+
+@dataclass
+class Loop:
+    """One fused loop nest over ``domain`` (already permuted by ``perm``)."""
+
+    name: str
+    domain: tuple[int, ...]
+    ninner: int                     # trailing domain axes that are reduced (0: elementwise)
+    perm: tuple[int, ...] | None    # logical axes -> loop axes, for non-trailing reductions
+    members: list[Node]             # topological order
+    space: dict[int, str]           # id(member) -> "full" | "keep" | "drop"
+    leaves: list[Node]              # values read from outside (buffers and views)
+    outputs: list[Node]             # members the rest of the program reads
+
+    @property
+    def outer(self) -> tuple[int, ...]:
+        return self.domain[: len(self.domain) - self.ninner]
+
+
+@dataclass
+class Extern:
+    """One op evaluated by a library call (BLAS, NumPy)."""
+
+    name: str
+    node: Node
+
+
+@dataclass
+class View:
+    """A layout op over a materialized value, made with strides (no copy)."""
+
+    name: str
+    node: Node
+
+
+@dataclass
+class Program:
+    graph: Graph
+    steps: list = field(default_factory=list)
+
+    def describe(self) -> str:
+        lines = []
+        for step in self.steps:
+            if isinstance(step, Loop):
+                kind = "row kernel" if step.ninner else "elementwise kernel"
+                if step.ninner and not step.outer:
+                    kind = "reduction kernel"
+                dom = "x".join(map(str, step.domain)) or "scalar"
+                perm = f" perm={step.perm}" if step.perm else ""
+                ops = ", ".join(m.op for m in step.members)
+                lines.append(f"{step.name}: {kind} over {dom}{perm}, {len(step.leaves)} in, "
+                             f"{len(step.outputs)} out: {ops}")
+            elif isinstance(step, Extern):
+                lines.append(f"{step.name}: extern {step.node.op} -> {step.node.aval}")
+            else:
+                lines.append(f"{step.name}: view {step.node.op} -> {step.node.aval}")
+        return "\n".join(lines)
+
+
+def _is_trailing(axes, ndim) -> bool:
+    return tuple(axes) == tuple(range(ndim - len(axes), ndim))
+
+
+def _reduce_axes(node: Node) -> tuple[int, ...]:
+    if node.op in ("argmax", "argmin"):
+        axis = node.kw["axis"]
+        return tuple(range(node.inputs[0].aval.ndim)) if axis is None else (axis,)
+    return node.kw["axes"]
+
+
+def _keepdims(node: Node) -> bool:
+    return node.kw["keepdims"]
+
+
+def _is_trivial_layout(node: Node) -> bool:
+    """Layout ops that keep element order: broadcasts and size-1 reshapes."""
+    if node.op == "broadcast_to":
+        return True
+    if node.op == "reshape":
+        a = [d for d in node.inputs[0].aval.shape if d != 1]
+        b = [d for d in node.aval.shape if d != 1]
+        return a == b
+    return False
+
+
+def _keep_axes(shape, domain) -> tuple[int, ...] | None:
+    """The trailing axes a keepdims row value of ``domain`` with this shape reduces."""
+    if len(shape) != len(domain) or shape == domain:
+        return None
+    axes = tuple(i for i, (a, b) in enumerate(zip(shape, domain)) if a != b)
+    if any(shape[i] != 1 for i in axes) or not _is_trailing(axes, len(domain)):
+        return None
+    return tuple(range(axes[0], len(domain)))
+
+
+def _computable(node: Node) -> bool:
+    return KIND.get(node.op) in ("elementwise", "reduce") or _is_trivial_layout(node)
+
+
+class _Group:
+    def __init__(self, root: Node):
+        self.members: set[int] = set()
+        self.nodes: list[Node] = []
+        if root.op in REDUCE_OPS:
+            self.domain = root.inputs[0].aval.shape
+            self.axes = _reduce_axes(root)
+        else:
+            self.domain = root.aval.shape
+            self.axes = None
+
+    def outer_shapes(self, axes=None):
+        axes = self.axes if axes is None else axes
+        axes = axes or ()
+        keep = tuple(1 if i in axes else d for i, d in enumerate(self.domain))
+        drop = tuple(d for i, d in enumerate(self.domain) if i not in axes)
+        return keep, drop
+
+    def space_of(self, node: Node, users: list[Node], spaces: dict[int, str]) -> str | None:
+        """The index space ``node`` would have in this group, given the members
+        that read it (``users``), or None if it cannot join."""
+        rebase = False
+        if node.op in REDUCE_OPS:
+            axes = _reduce_axes(node)
+            rebase = node.inputs[0].aval.shape != self.domain
+            if rebase:
+                # A group of row values (no reduction yet) can grow into this
+                # reduction's domain: its members become row values.
+                if not (self.axes is None and node.aval.shape == self.domain
+                        and _is_trailing(axes, node.inputs[0].aval.ndim)):
+                    return None
+            elif self.axes is None:
+                if not _is_trailing(axes, len(self.domain)) and self.nodes:
+                    return None  # a transposed reduction only leads its own kernel
+            elif tuple(axes) != tuple(self.axes):
+                return None
+            space = "keep" if _keepdims(node) else "drop"
+        else:
+            if self.axes is not None and not _is_trailing(self.axes, len(self.domain)):
+                if node.aval.shape != self.domain:
+                    return None
+            shape = node.aval.shape
+            axes = self.axes if self.axes is not None else _keep_axes(shape, self.domain)
+            keep, drop = self.outer_shapes(axes)
+            if shape == self.domain:
+                space = "full"
+            elif axes and shape == keep:
+                space = "keep"
+            elif axes and shape == drop:
+                space = "drop"
+            else:
+                return None
+        for user in users:
+            if id(user) not in self.members:
+                continue  # read from outside: this value becomes a kernel output
+            if user.op in REDUCE_OPS:
+                if space != "full":
+                    return None
+            elif user.op in LAYOUT_OPS:
+                continue  # a trivial reshape/broadcast between spaces
+            elif node.aval.shape != user.aval.shape and not (space == "keep" and spaces[id(user)] == "full"):
+                return None
+        if space == "drop" and not rebase and any(
+            id(u) in self.members and spaces[id(u)] == "full" and u.op not in LAYOUT_OPS for u in users
+        ):
+            return None
+        return space
+
+
+def fuse(graph: Graph) -> Program:
+    """Partition ``graph`` into loops, views and externs, in execution order."""
+    nodes = graph.nodes
+    consumers: dict[int, list[Node]] = defaultdict(list)
+    for node in nodes:
+        for i in node.inputs:
+            consumers[id(i)].append(node)
+    graph_outputs = {id(o) for o in graph.outputs}
+
+    pos = {id(n): i for i, n in enumerate(nodes)}
+    group_of: dict[int, _Group] = {}
+    spaces: dict[int, str] = {}
+    groups: list[_Group] = []
+
+    def absorb(group: _Group, node: Node, space: str) -> None:
+        if node.op in REDUCE_OPS and node.inputs[0].aval.shape != group.domain:
+            # rebase: the row values so far become row values of the bigger domain
+            group.domain = node.inputs[0].aval.shape
+            for m in group.nodes:
+                spaces[id(m)] = space
+        if group.axes is None:
+            if node.op in REDUCE_OPS:
+                group.axes = _reduce_axes(node)
+            elif space in ("keep", "drop"):
+                group.axes = _keep_axes(node.aval.shape, group.domain)
+        group.members.add(id(node))
+        group.nodes.append(node)
+        spaces[id(node)] = space
+        group_of[id(node)] = group
+
+    for node in reversed(nodes):
+        if id(node) in group_of or not _computable(node) or node.op in LAYOUT_OPS:
+            continue  # layout ops never lead a kernel: alone they are views
+        group = _Group(node)
+        space = group.space_of(node, [], spaces)
+        if space is None:  # a lone trivial layout op that cannot lead a group
+            continue
+        absorb(group, node, space)
+        groups.append(group)
+        changed = True
+        while changed:
+            changed = False
+            for member in list(group.nodes):
+                for p in member.inputs:
+                    if id(p) in group.members or id(p) in group_of or not _computable(p):
+                        continue
+                    outside = [c for c in consumers[id(p)] if id(c) not in group.members]
+                    if outside and _feeds(outside, group, group_of, pos):
+                        continue  # computing p here would make kernels depend on each other both ways
+                    space = group.space_of(p, consumers[id(p)], spaces)
+                    if space is None:
+                        continue
+                    absorb(group, p, space)
+                    changed = True
+
+    program = Program(graph)
+    counter = {"k": 0, "x": 0, "v": 0}
+
+    def name(kind: str) -> str:
+        counter[kind] += 1
+        return f"{kind}{counter[kind] - 1}"
+
+    # One step per group, extern and view; then order the steps topologically.
+    steps, step_of = [], {}
+    for node in nodes:
+        if node.op in SOURCE_OPS or id(node) in step_of:
+            continue
+        group = group_of.get(id(node))
+        if group is None:
+            step = [node]
+        else:
+            step = [n for n in nodes if id(n) in group.members]
+        for n in step:
+            step_of[id(n)] = len(steps)
+        steps.append((group, step))
+    deps = [set() for _ in steps]
+    for k, (_, members) in enumerate(steps):
+        for m in members:
+            for i in m.inputs:
+                j = step_of.get(id(i))
+                if j is not None and j != k:
+                    deps[k].add(j)
+    done, order = set(), []
+    while len(order) < len(steps):
+        ready = [k for k in range(len(steps)) if k not in done and deps[k] <= done]
+        k = ready[0]  # earliest in program order first
+        done.add(k)
+        order.append(k)
+    for k in order:
+        group, members = steps[k]
+        if group is None:
+            node = members[0]
+            step = View(name("v"), node) if node.op in LAYOUT_OPS else Extern(name("x"), node)
+        else:
+            step = _make_loop(name("k"), group, members, spaces, consumers, graph_outputs)
+        program.steps.append(step)
+    return program
+
+
+def _feeds(outside: list[Node], group: _Group, group_of, pos) -> bool:
+    """Whether any outside reader of a candidate (or its kernel) is upstream of ``group``."""
+    sources = []
+    for c in outside:
+        other = group_of.get(id(c))
+        sources.extend(other.nodes if other is not None else [c])
+    targets = {id(n) for n in sources}
+    lowest = min(pos[id(n)] for n in sources)
+    stack, seen = list(group.nodes), set()
+    while stack:
+        node = stack.pop()
+        for i in node.inputs:
+            if id(i) in targets:
+                return True
+            if id(i) not in seen and pos[id(i)] > lowest:
+                seen.add(id(i))
+                stack.append(i)
+    return False
+
+
+def _make_loop(name, group, members, spaces, consumers, graph_outputs) -> Loop:
+    member_ids = group.members
+    leaves, seen = [], set()
+    for m in members:
+        for i in m.inputs:
+            if id(i) not in member_ids and i.op != "const" and id(i) not in seen:
+                seen.add(id(i))
+                leaves.append(i)
+    outputs = [
+        m for m in members
+        if id(m) in graph_outputs or any(id(c) not in member_ids for c in consumers[id(m)])
+    ]
+    ndim = len(group.domain)
+    axes = tuple(group.axes or ())
+    perm = None
+    if axes and not _is_trailing(axes, ndim):
+        perm = tuple(i for i in range(ndim) if i not in axes) + axes
+    domain = tuple(group.domain[p] for p in perm) if perm else tuple(group.domain)
+    return Loop(name, domain, len(axes), perm, members, {id(m): spaces[id(m)] for m in members},
+                leaves, outputs)

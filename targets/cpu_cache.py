@@ -1,0 +1,210 @@
+"""The CPU target's compile cache: generated modules on disk, numba's cache beside them.
+
+A kernel's module is written to ``BRAZE_CACHE_DIR`` (default: the platform's
+user cache directory) under a name that hashes its source, braze's
+version, numba's version and the CPU. It is written atomically (temporary
+file, then ``os.replace``) and imported with the module registered in
+``sys.modules`` *before* it executes, so numba's ``cache=True`` records a
+real module and a second process loads the machine code from disk instead
+of invoking LLVM. A corrupt entry (a module whose text no longer matches
+its name, or one that fails to import) is rebuilt and reported once as a
+warning; two processes filling the same entry at once both succeed (each
+writes its own temporary file; ``os.replace`` is atomic).
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import threading
+import warnings
+from dataclasses import dataclass
+
+import numba
+
+import braze
+
+_lock = threading.RLock()
+_loaded: dict[str, object] = {}       # key -> dispatcher
+_warned: set[str] = set()
+
+
+@dataclass
+class CacheStats:
+    kernels: int = 0            # kernels loaded in this process
+    modules_written: int = 0    # modules this process wrote to disk
+    modules_reused: int = 0     # modules found on disk
+    rebuilt: int = 0            # corrupt entries rebuilt
+
+
+_stats = CacheStats()
+
+
+def _cpu_id() -> str:
+    try:
+        import llvmlite.binding as llvm
+
+        return f"{llvm.get_host_cpu_name()}-{platform.machine()}"
+    except Exception:  # pragma: no cover - llvmlite always present with numba
+        return platform.machine()
+
+
+_CPU = _cpu_id()
+
+
+def cache_dir() -> str:
+    """Where generated modules live: BRAZE_CACHE_DIR or the user cache directory."""
+    explicit = os.environ.get("BRAZE_CACHE_DIR")
+    if explicit:
+        return os.path.abspath(explicit)
+    if sys.platform == "darwin":
+        base = os.path.expanduser("~/Library/Caches")
+    elif os.name == "nt":
+        base = os.environ.get("LOCALAPPDATA", os.path.expanduser("~"))
+    else:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return os.path.join(base, "braze")
+
+
+def key_of(source: str) -> str:
+    text = "\n".join([source, braze.__version__, numba.__version__, _CPU])
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _write_atomic(path: str, text: str) -> None:
+    directory = os.path.dirname(path)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".py")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _import(name: str, path: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # before exec: numba's cache needs a real module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
+
+
+def load(source: str, name: str = "kernel"):
+    """The dispatcher for ``source`` (a module defining ``name``), from memory or disk."""
+    key = key_of(source)
+    fn = _loaded.get(key)
+    if fn is not None:
+        return fn
+    with _lock:
+        fn = _loaded.get(key)
+        if fn is not None:
+            return fn
+        directory = cache_dir()
+        modname = f"braze_k_{key}"
+        header = f"# braze kernel {key}\n"
+        text = header + source
+        try:
+            os.makedirs(directory, exist_ok=True)
+            path = os.path.join(directory, modname + ".py")
+            existing = None
+            if os.path.exists(path):
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    existing = f.read()
+            if existing == text:
+                _stats.modules_reused += 1
+            else:
+                if existing is not None:
+                    _warn_corrupt(path, "its text does not match its name")
+                _write_atomic(path, text)
+                _stats.modules_written += 1
+            try:
+                module = _import(modname, path)
+            except Exception as exc:  # a corrupt numba cache or module: rebuild once
+                _warn_corrupt(path, f"importing it failed ({type(exc).__name__}: {exc})")
+                _clear_numba_cache(directory, modname)
+                _write_atomic(path, text)
+                module = _import(modname, path)
+        except OSError as exc:
+            module = _load_uncached(modname, text, exc)
+        fn = getattr(module, name)
+        _loaded[key] = fn
+        _stats.kernels += 1
+        return fn
+
+
+def _load_uncached(modname: str, text: str, exc: OSError):
+    """The cache directory is unusable (read-only, full): compile in a private temp dir."""
+    key = f"unwritable:{cache_dir()}"
+    if key not in _warned:
+        _warned.add(key)
+        warnings.warn(
+            f"braze: cannot write the kernel cache in {cache_dir()} ({exc}); compiling without a "
+            "disk cache this session. Set BRAZE_CACHE_DIR to a writable directory.",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+    directory = tempfile.mkdtemp(prefix="braze-nocache-")
+    path = os.path.join(directory, modname + ".py")
+    with open(path, "w") as f:
+        f.write(text)
+    return _import(modname, path)
+
+
+def _warn_corrupt(path: str, why: str) -> None:
+    _stats.rebuilt += 1
+    if path not in _warned:
+        _warned.add(path)
+        warnings.warn(f"braze: rebuilt corrupt cache entry {path}: {why}", RuntimeWarning, stacklevel=5)
+
+
+def _clear_numba_cache(directory: str, modname: str) -> None:
+    pycache = os.path.join(directory, "__pycache__")
+    if os.path.isdir(pycache):
+        for entry in os.listdir(pycache):
+            if entry.startswith(modname):
+                try:
+                    os.unlink(os.path.join(pycache, entry))
+                except OSError:
+                    pass
+
+
+def info() -> dict:
+    """Counts for this process and what is on disk."""
+    directory = cache_dir()
+    modules = [f for f in os.listdir(directory) if f.startswith("braze_k_")] if os.path.isdir(directory) else []
+    hits = misses = 0
+    for fn in _loaded.values():
+        stats = getattr(fn, "stats", None)
+        if stats is not None:
+            hits += sum(stats.cache_hits.values())
+            misses += sum(stats.cache_misses.values())
+    return {
+        "dir": directory,
+        "modules_on_disk": len(modules),
+        "kernels_loaded": _stats.kernels,
+        "modules_written": _stats.modules_written,
+        "modules_reused": _stats.modules_reused,
+        "corrupt_rebuilt": _stats.rebuilt,
+        "numba_disk_hits": hits,
+        "numba_compiles": misses,
+    }
+
+
+def clear() -> None:
+    """Forget loaded kernels and delete the on-disk cache."""
+    with _lock:
+        _loaded.clear()
+        directory = cache_dir()
+        if os.path.isdir(directory):
+            shutil.rmtree(directory, ignore_errors=True)

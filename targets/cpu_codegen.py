@@ -1,0 +1,475 @@
+"""Generate numba source for one fused ``Loop`` (see ``braze.fusion``).
+
+The kernel takes, in order: its leaf arrays (or scalars, for 0-d leaves),
+its output arrays (flat, C-contiguous), the domain sizes, and its float
+literals. Sizes and literals are arguments, so the source (and the machine
+code) depends only on rank, dtypes, which leaf dimensions are size 1, and
+contiguity, never on sizes: a new batch size reuses the compiled kernel.
+
+Two loop skeletons:
+
+* **rows** (the domain has outer axes): ``prange`` over the flattened outer
+  index; per row, one pass over the inner axes per reduction stage
+  (accumulators in registers), row values computed between passes, full
+  outputs written in the last pass that can compute them. Pure elementwise
+  kernels are rows whose inner axis is the last one.
+* **global** (no outer axes: full reductions, 1-D elementwise): each pass is
+  a ``prange`` over chunks of the first axis with per-chunk partial results,
+  combined serially (a two-level reduction).
+
+Below ``PARALLEL_MIN`` elements a kernel runs the same loops serially.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from braze.fusion import LAYOUT_OPS, REDUCE_OPS, Loop
+from braze.graph import Node
+
+from .scalar import cast, emit, literal, np_type
+
+# Work (elements) below which a kernel skips prange. Measured on the 2-core
+# development machine with bench/test_threshold.py (see README).
+PARALLEL_MIN = 1 << 15
+CHUNK = 1 << 14  # elements of the first axis per task in global kernels
+
+
+@dataclass
+class KernelSource:
+    source: str            # the module text (imports + kernel function)
+    leaves: list[Node]     # argument order
+    outputs: list[Node]
+    consts: list[Node]     # literal nodes passed as arguments
+    leaf_shapes: list[tuple[int, ...]]  # shape each leaf is indexed with (after perm alignment)
+
+
+HEADER = """import math
+import numpy as np
+from numba import njit, prange
+from braze.targets import cpu_runtime as rt
+try:
+    from braze.targets import cpu_math as vm
+except ImportError:
+    vm = None
+"""
+
+FLAGS = ('parallel=True, fastmath={"reassoc", "contract", "nsz"}, error_model="numpy", '
+         'cache=True, nogil=True')
+
+
+def _acc_dtype(node: Node) -> np.dtype:
+    out = np.dtype(node.aval.dtype)
+    if node.op in ("reduce_sum", "reduce_prod") and out.kind == "f" and out.itemsize < 8:
+        return np.dtype(np.float64)  # float32 sums accumulate in float64
+    return out
+
+
+def _init(node: Node) -> str:
+    dt = _acc_dtype(node)
+    src = np.dtype(node.inputs[0].aval.dtype)
+    op = node.op
+    if op == "reduce_sum":
+        return literal(0, dt)
+    if op == "reduce_prod":
+        return literal(1, dt)
+    if op in ("reduce_max", "argmax"):
+        ref = dt if op == "reduce_max" else src
+        return literal(-np.inf, ref) if ref.kind == "f" else literal(np.iinfo(ref).min if ref.kind in "iu" else 0, ref)
+    if op in ("reduce_min", "argmin"):
+        ref = dt if op == "reduce_min" else src
+        return literal(np.inf, ref) if ref.kind == "f" else literal(np.iinfo(ref).max if ref.kind in "iu" else 1, ref)
+    if op == "reduce_any":
+        return "False"
+    if op == "reduce_all":
+        return "True"
+    raise AssertionError(op)
+
+
+class _Writer:
+    def __init__(self):
+        self.lines: list[str] = []
+        self.depth = 1
+
+    def __call__(self, line: str) -> None:
+        self.lines.append("    " * self.depth + line)
+
+    def indent(self):
+        self.depth += 1
+
+    def dedent(self):
+        self.depth -= 1
+
+
+def generate(loop: Loop, name: str = "kernel") -> KernelSource:
+    return _Gen(loop, name).build()
+
+
+class _Gen:
+    def __init__(self, loop: Loop, name: str):
+        self.loop = loop
+        self.name = name
+        self.members = {id(m) for m in loop.members}
+        self.R = len(loop.domain)
+        self.r = loop.ninner
+        # loop structure: reduced axes inner; pure elementwise: last axis inner
+        self.nin = self.r if self.r else (1 if self.R >= 1 else 0)
+        self.od = self.R - self.nin
+        self.leaf_names = {id(n): f"a{k}" for k, n in enumerate(loop.leaves)}
+        self.out_index = {id(n): k for k, n in enumerate(loop.outputs)}
+        self.consts: list[Node] = []
+        self.const_names: dict[int, str] = {}
+        self.leaf_shapes = [self._leaf_shape(n) for n in loop.leaves]
+        self._names = 0
+        self._plan_passes()
+
+    def _fresh(self, prefix: str) -> str:
+        self._names += 1
+        return f"{prefix}{self._names}"
+
+    # ---- leaves
+    def _leaf_shape(self, leaf: Node) -> tuple[int, ...]:
+        base = leaf.inputs[0] if leaf.op == "broadcast_to" else leaf
+        shape = tuple(base.aval.shape)
+        if self.loop.perm:  # aligned to rank R, then transposed, by the launcher
+            shape = (1,) * (self.R - len(shape)) + shape
+            shape = tuple(shape[p] for p in self.loop.perm)
+        return shape
+
+    def _indices(self, space: str) -> list[str]:
+        outer = [f"i{k}" for k in range(self.od)]
+        inner = [f"j{k}" for k in range(self.nin)]
+        if space == "full":
+            return outer + inner
+        if space == "keep":
+            return outer + ["0"] * self.nin
+        return outer
+
+    def _load(self, leaf: Node, space: str) -> str:
+        k = self.loop.leaves.index(leaf)
+        shape = self.leaf_shapes[k]
+        name = self.leaf_names[id(leaf)]
+        if not shape:
+            return name
+        idx = self._indices(space)
+        offset = len(idx) - len(shape)
+        parts = ["0" if d == 1 else idx[offset + i] for i, d in enumerate(shape)]
+        return f"{name}[{', '.join(parts)}]"
+
+    # ---- passes
+    def _plan_passes(self):
+        loop = self.loop
+        self.space = loop.space
+        dep: dict[int, int] = {}
+        self.pass_of: dict[int, int] = {}
+        for m in loop.members:
+            d = max((dep.get(id(i), 0) for i in m.inputs if id(i) in self.members), default=0)
+            if m.op in REDUCE_OPS:
+                self.pass_of[id(m)] = d + 1
+                dep[id(m)] = d + 1
+            else:
+                dep[id(m)] = d
+        self.dep = dep
+        self.npasses = max(self.pass_of.values(), default=0)
+        self.full_outputs = [o for o in loop.outputs if self.space[id(o)] == "full"]
+        self.row_outputs = [o for o in loop.outputs if self.space[id(o)] != "full"]
+        self.write_pass = {
+            id(o): max(dep[id(o)] + 1, self.npasses) if dep[id(o)] == self.npasses else self.npasses
+            for o in self.full_outputs
+        }
+        for o in self.full_outputs:
+            self.write_pass[id(o)] = max(self.write_pass[id(o)], 1)
+        self.nloops = max([self.npasses] + list(self.write_pass.values()) + [0])
+
+    # ---- expressions
+    def _operand(self, node: Node, space: str, env: dict) -> str:
+        if node.op == "const":
+            if np.dtype(node.aval.dtype).kind == "f":
+                if id(node) not in self.const_names:
+                    self.const_names[id(node)] = f"c{len(self.consts)}"
+                    self.consts.append(node)
+                return self.const_names[id(node)]
+            return literal(node.kw["value"].value, node.aval.dtype)
+        if id(node) in self.members:
+            return env[id(node)]
+        key = (id(node), space)
+        if key not in env:
+            var = self._fresh(f"l_{self.leaf_names[id(node)]}_")
+            env["__lines__"].append(f"{var} = {self._load(node, space)}")
+            env[key] = var
+        return env[key]
+
+    def _value(self, node: Node, env: dict) -> str:
+        """Emit ``node`` (a non-reduction member) into env's lines; return its variable."""
+        if id(node) in env:
+            return env[id(node)]
+        space = self.space[id(node)]
+        for i in node.inputs:
+            if id(i) in self.members and id(i) not in env:
+                self._value(i, env)
+        if node.op in LAYOUT_OPS:  # trivial: same element
+            env[id(node)] = self._operand(node.inputs[0], space, env)
+            return env[id(node)]
+        args = [self._operand(i, space, env) for i in node.inputs]
+        expr = emit(node.op, node.kw, args, [i.aval for i in node.inputs], node.aval.dtype)
+        var = self._fresh("v")
+        env["__lines__"].append(f"{var} = {expr}")
+        env[id(node)] = var
+        return var
+
+    # ---- skeletons
+    def build(self) -> KernelSource:
+        loop = self.loop
+        body = _Writer()
+        if self.R == 0:
+            self._scalar_body(body)
+        elif self.od == 0:
+            self._global_body(body)
+        else:
+            self._rows_body(body)
+        args = (
+            [self.leaf_names[id(n)] for n in loop.leaves]
+            + [f"o{k}" for k in range(len(loop.outputs))]
+            + [f"d{k}" for k in range(self.R)]
+            + [f"c{k}" for k in range(len(self.consts))]
+        )
+        src = HEADER + f"\n\n@njit({FLAGS})\ndef {self.name}({', '.join(args)}):\n" + "\n".join(body.lines) + "\n"
+        return KernelSource(src, list(loop.leaves), list(loop.outputs), list(self.consts), self.leaf_shapes)
+
+    def _row_env(self, w: _Writer, env: dict, upto: int) -> None:
+        """Emit row values (keep/drop, non-reduction) whose inputs are ready after pass ``upto``."""
+        for m in self.loop.members:
+            if self.space[id(m)] == "full" or m.op in REDUCE_OPS or id(m) in env:
+                continue
+            if self.dep[id(m)] <= upto:
+                env["__lines__"] = []
+                self._value(m, env)
+                for line in env["__lines__"]:
+                    w(line)
+
+    def _reductions(self, p: int) -> list[Node]:
+        return [m for m in self.loop.members if self.pass_of.get(id(m)) == p]
+
+    def _acc_update(self, red: Node, value: str, acc: str, flat: str) -> list[str]:
+        op = red.op
+        dt = _acc_dtype(red)
+        if op == "reduce_sum":
+            return [f"{acc} += {cast(value, dt)}"]
+        if op == "reduce_prod":
+            return [f"{acc} *= {cast(value, dt)}"]
+        if op in ("reduce_max", "reduce_min"):
+            cmp = ">" if op == "reduce_max" else "<"
+            lines = [f"{acc} = {value} if {value} {cmp} {acc} else {acc}"]
+            if dt.kind == "f":
+                lines.append(f"{acc}_nan = {acc}_nan | ({value} != {value})")
+            return lines
+        if op == "reduce_any":
+            return [f"{acc} = {acc} | ({value} != 0)"]
+        if op == "reduce_all":
+            return [f"{acc} = {acc} & ({value} != 0)"]
+        cmp = ">" if op == "argmax" else "<"
+        return [
+            f"if not {acc}_nan:",
+            f"    if {value} != {value}:",
+            f"        {acc}_nan = True",
+            f"        {acc}_i = {flat}",
+            f"    elif {value} {cmp} {acc}:",
+            f"        {acc} = {value}",
+            f"        {acc}_i = {flat}",
+        ]
+
+    def _acc_init(self, red: Node, acc: str) -> list[str]:
+        lines = [f"{acc} = {_init(red)}"]
+        if red.op in ("argmax", "argmin"):
+            lines.append(f"{acc}_i = 0")
+            lines.append(f"{acc}_nan = False")
+        elif red.op in ("reduce_max", "reduce_min") and _acc_dtype(red).kind == "f":
+            lines.append(f"{acc}_nan = False")
+        return lines
+
+    def _acc_result(self, red: Node, acc: str) -> str:
+        dt = np.dtype(red.aval.dtype)
+        if red.op in ("argmax", "argmin"):
+            return f"{acc}_i"
+        if red.op in ("reduce_max", "reduce_min") and _acc_dtype(red).kind == "f":
+            return cast(f"({literal(np.nan, dt)} if {acc}_nan else {acc})", dt)
+        return cast(acc, dt)
+
+    def _inner_sizes(self) -> list[str]:
+        return [f"d{self.od + k}" for k in range(self.nin)]
+
+    def _flat_inner(self) -> str:
+        sizes = self._inner_sizes()
+        expr = "j0"
+        for k in range(1, self.nin):
+            expr = f"({expr} * {sizes[k]} + j{k})"
+        return expr
+
+    def _pass_body(self, w: _Writer, env: dict, p: int, accs: dict, out_flat: str) -> None:
+        """Statements inside the innermost loop of pass ``p``."""
+        inner_env = dict(env)
+        inner_env["__lines__"] = []
+        lines = []
+        for red in self._reductions(p):
+            value = self._value(red.inputs[0], inner_env) if id(red.inputs[0]) in self.members else \
+                self._operand(red.inputs[0], "full", inner_env)
+            lines.extend(inner_env["__lines__"])
+            inner_env["__lines__"] = []
+            lines.extend(self._acc_update(red, value, accs[id(red)], self._flat_inner()))
+        for out in self.full_outputs:
+            if self.write_pass[id(out)] == p:
+                value = self._value(out, inner_env)
+                lines.extend(inner_env["__lines__"])
+                inner_env["__lines__"] = []
+                lines.append(f"o{self.out_index[id(out)]}[{out_flat}] = {value}")
+        for line in lines:
+            w(line)
+
+    def _rows_body(self, w: _Writer) -> None:
+        outer = [f"d{k}" for k in range(self.od)]
+        inner = self._inner_sizes()
+        w(f"no = {' * '.join(outer)}")
+        w(f"ni = {' * '.join(inner)}")
+        w(f"if no * ni < {PARALLEL_MIN}:")
+        w.indent()
+        self._rows_loop(w, "range")
+        w.dedent()
+        w("else:")
+        w.indent()
+        self._rows_loop(w, "prange")
+        w.dedent()
+
+    def _rows_loop(self, w: _Writer, rng: str) -> None:
+        w(f"for o in {rng}(no):")
+        w.indent()
+        rem = "o"
+        for k in range(self.od - 1, -1, -1):
+            if k == 0:
+                w(f"i0 = {rem}")
+            else:
+                w(f"i{k} = {rem} % d{k}")
+                w(f"r{k} = {rem} // d{k}")
+                rem = f"r{k}"
+        env: dict = {"__lines__": []}
+        accs = {}
+        self._row_env(w, env, 0)
+        for p in range(1, self.nloops + 1):
+            for red in self._reductions(p):
+                accs[id(red)] = f"acc{len(accs)}"
+                for line in self._acc_init(red, accs[id(red)]):
+                    w(line)
+            for k in range(self.nin):
+                w(f"for j{k} in range(d{self.od + k}):")
+                w.indent()
+            self._pass_body(w, env, p, accs, f"o * ni + {self._flat_inner()}")
+            for _ in range(self.nin):
+                w.dedent()
+            for red in self._reductions(p):
+                var = self._fresh("red")
+                w(f"{var} = {self._acc_result(red, accs[id(red)])}")
+                env[id(red)] = var
+            self._row_env(w, env, p)
+        for out in self.row_outputs:
+            value = env[id(out)] if id(out) in env else self._value_now(w, out, env)
+            w(f"o{self.out_index[id(out)]}[o] = {value}")
+        w.dedent()
+
+    def _value_now(self, w, node, env):
+        env["__lines__"] = []
+        var = self._value(node, env)
+        for line in env["__lines__"]:
+            w(line)
+        return var
+
+    def _global_body(self, w: _Writer) -> None:
+        """No outer axes: chunked prange over the first axis, partials per chunk."""
+        w(f"ntot = {' * '.join(f'd{k}' for k in range(self.R))}")
+        w(f"nch = (d0 + {CHUNK} - 1) // {CHUNK} if ntot >= {PARALLEL_MIN} else 1")
+        w("step = (d0 + nch - 1) // nch if nch else 0")
+        env: dict = {"__lines__": []}
+        self._row_env(w, env, 0)
+        rest = [f"d{k}" for k in range(1, self.R)]
+        for p in range(1, self.nloops + 1):
+            reds = self._reductions(p)
+            accs = {}
+            for red in reds:
+                acc = f"acc{len(accs)}_p{p}"
+                accs[id(red)] = acc
+                w(f"{acc}_part = np.empty(nch, {np_type(_acc_dtype(red))})")
+                if red.op in ("argmax", "argmin"):
+                    w(f"{acc}_ipart = np.empty(nch, np.int64)")
+                    w(f"{acc}_npart = np.empty(nch, np.bool_)")
+                elif red.op in ("reduce_max", "reduce_min") and _acc_dtype(red).kind == "f":
+                    w(f"{acc}_npart = np.empty(nch, np.bool_)")
+            w("for c in prange(nch):")
+            w.indent()
+            for red in reds:
+                for line in self._acc_init(red, accs[id(red)]):
+                    w(line)
+            w("for j0 in range(c * step, min(d0, (c + 1) * step)):")
+            w.indent()
+            for k in range(1, self.R):
+                w(f"for j{k} in range(d{k}):")
+                w.indent()
+            self.od_saved = self.od
+            flat = "j0"
+            for k in range(1, self.R):
+                flat = f"({flat} * d{k} + j{k})"
+            saved = self._flat_inner
+            self._flat_inner = lambda flat=flat: flat
+            self.nin = self.R
+            self._pass_body(w, env, p, accs, flat)
+            self._flat_inner = saved
+            for _ in range(1, self.R):
+                w.dedent()
+            w.dedent()
+            for red in reds:
+                acc = accs[id(red)]
+                w(f"{acc}_part[c] = {acc}")
+                if red.op in ("argmax", "argmin"):
+                    w(f"{acc}_ipart[c] = {acc}_i")
+                    w(f"{acc}_npart[c] = {acc}_nan")
+                elif red.op in ("reduce_max", "reduce_min") and _acc_dtype(red).kind == "f":
+                    w(f"{acc}_npart[c] = {acc}_nan")
+            w.dedent()
+            for red in reds:
+                acc = accs[id(red)]
+                for line in self._acc_init(red, acc):
+                    w(line)
+                w("for c in range(nch):")
+                w.indent()
+                w(f"v = {acc}_part[c]")
+                if red.op in ("argmax", "argmin"):
+                    cmp = ">" if red.op == "argmax" else "<"
+                    w(f"if not {acc}_nan:")
+                    w(f"    if {acc}_npart[c]:")
+                    w(f"        {acc}_nan = True")
+                    w(f"        {acc}_i = {acc}_ipart[c]")
+                    w(f"    elif v {cmp} {acc} or c == 0:")
+                    w(f"        {acc} = v")
+                    w(f"        {acc}_i = {acc}_ipart[c]")
+                else:
+                    combine = {"reduce_sum": f"{acc} += v", "reduce_prod": f"{acc} *= v",
+                               "reduce_any": f"{acc} = {acc} | v", "reduce_all": f"{acc} = {acc} & v"}
+                    if red.op in combine:
+                        w(combine[red.op])
+                    else:
+                        cmp = ">" if red.op == "reduce_max" else "<"
+                        w(f"{acc} = v if v {cmp} {acc} else {acc}")
+                        if _acc_dtype(red).kind == "f":
+                            w(f"{acc}_nan = {acc}_nan | {acc}_npart[c]")
+                w.dedent()
+                var = self._fresh("red")
+                w(f"{var} = {self._acc_result(red, acc)}")
+                env[id(red)] = var
+            self._row_env(w, env, p)
+        for out in self.row_outputs:
+            value = env[id(out)] if id(out) in env else self._value_now(w, out, env)
+            w(f"o{self.out_index[id(out)]}[0] = {value}")
+
+    def _scalar_body(self, w: _Writer) -> None:
+        env: dict = {"__lines__": []}
+        for out in self.loop.outputs:
+            value = self._value_now(w, out, env)
+            w(f"o{self.out_index[id(out)]}[0] = {value}")

@@ -1,0 +1,194 @@
+"""Scalar helpers the generated numba kernels call, with NumPy's exact semantics.
+
+Generated modules import this module as ``rt`` and refer to helpers as
+module globals (a kernel that closes over a jitted function misses numba's
+disk cache in a new process). Integer division and remainder by zero give
+0, as NumPy's do; float floor division and remainder follow NumPy's
+``npy_divmod``.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+_jit = njit(cache=True, error_model="numpy")
+
+
+def has_vector_math(name: str, suffix: str) -> bool:
+    """Whether braze.targets.cpu_math provides a vectorizable ``name_suffix``."""
+    try:
+        from . import cpu_math
+    except ImportError:
+        return False
+    return hasattr(cpu_math, f"{name}_{suffix}")
+
+
+@_jit
+def maximum(a, b):
+    return a if (a >= b or a != a) else b
+
+
+@_jit
+def minimum(a, b):
+    return a if (a <= b or a != a) else b
+
+
+@_jit
+def fmax(a, b):
+    return a if (a >= b or b != b) else b
+
+
+@_jit
+def fmin(a, b):
+    return a if (a <= b or b != b) else b
+
+
+@_jit
+def sign(a):
+    if a != a:
+        return a
+    return (a > 0) - (a < 0)
+
+
+@_jit
+def signbit(a):
+    return math.copysign(1.0, a) < 0
+
+
+@_jit
+def floor_divide_i(a, b):
+    if b == 0:
+        return a * 0
+    return a // b
+
+
+floor_divide_u = floor_divide_i
+
+
+@_jit
+def floor_divide_b(a, b):
+    return a // b if b else a * 0
+
+
+@_jit
+def remainder_i(a, b):
+    if b == 0:
+        return a * 0
+    return a % b
+
+
+remainder_u = remainder_i
+remainder_b = floor_divide_b
+
+
+@_jit
+def fmod_i(a, b):
+    if b == 0:
+        return a * 0
+    r = abs(a) % abs(b)
+    return -r if a < 0 else r
+
+
+fmod_u = remainder_i
+
+
+@_jit
+def _divmod_f(a, b):
+    mod = math.fmod(a, b)
+    if b == 0:
+        return a / b, mod
+    div = (a - mod) / b
+    if mod:
+        if (b < 0) != (mod < 0):
+            mod += b
+            div -= 1.0
+    else:
+        mod = math.copysign(0.0, b)
+    if div:
+        floordiv = np.floor(div)
+        if div - floordiv > 0.5:
+            floordiv += 1.0
+    else:
+        floordiv = math.copysign(0.0, a / b)
+    return floordiv, mod
+
+
+@_jit
+def floor_divide_f(a, b):
+    if b == 0:
+        return a / b
+    return _divmod_f(a, b)[0]
+
+
+@_jit
+def remainder_f(a, b):
+    if b == 0:
+        return math.fmod(a, b) if a == a else a
+    return _divmod_f(a, b)[1]
+
+
+@_jit
+def fmod_f(a, b):
+    return math.fmod(a, b)
+
+
+@_jit
+def ipower(a, b):
+    if b < 0:
+        raise ValueError("Integers to negative integer powers are not allowed.")
+    result = a * 0 + 1
+    base = a
+    while b:
+        if b & 1:
+            result *= base
+        base *= base
+        b >>= 1
+    return result
+
+
+@_jit
+def ireciprocal(a):
+    if a == 0:
+        return a * 0
+    return (a * 0 + 1) // a if a != -1 else a
+
+
+@_jit
+def exp2(a):
+    return 2.0 ** a
+
+
+@_jit
+def log2(a):
+    return math.log2(a) if a > 0 else (math.log(a) if a != 0 else -math.inf)
+
+
+@_jit
+def log10(a):
+    return math.log10(a) if a > 0 else (math.log(a) if a != 0 else -math.inf)
+
+
+@_jit
+def logaddexp(x, y):
+    if x == y:
+        return x + math.log(2.0)
+    tmp = x - y
+    if tmp > 0:
+        return x + math.log1p(math.exp(-tmp))
+    if tmp <= 0:
+        return y + math.log1p(math.exp(tmp))
+    return tmp
+
+
+@_jit
+def logaddexp2(x, y):
+    if x == y:
+        return x + 1.0
+    tmp = x - y
+    if tmp > 0:
+        return x + math.log1p(2.0 ** -tmp) / math.log(2.0)
+    if tmp <= 0:
+        return y + math.log1p(2.0 ** tmp) / math.log(2.0)
+    return tmp

@@ -29,7 +29,7 @@ from braze.passes import inline_composites, run_passes  # noqa: E402
 
 from . import cpu_cache  # noqa: E402
 from .base import Executable, Target  # noqa: E402
-from .cpu_codegen import generate  # noqa: E402
+from .cpu_codegen import PARALLEL_MIN, generate  # noqa: E402
 
 
 def _leaf_getter(leaf, slot_of, perm, rank):
@@ -66,6 +66,29 @@ def _loop_runner(loop: Loop, slot_of: dict, kernel, ks):
         kernel(*args, *flats, *sizes, *consts)
 
     return run
+
+
+def _numpy_loop_runner(loop: Loop, slot_of: dict):
+    """Evaluate a loop's ops with NumPy (float16, which numba cannot hold in arrays)."""
+    plan = [(id(m), NUMPY_IMPL[m.op], [(id(i), slot_of.get(id(i)), i) for i in m.inputs], m.kw)
+            for m in loop.members]
+    outs = [(id(o), slot_of[id(o)]) for o in loop.outputs]
+
+    def run(slots):
+        values = {}
+        for key, fn, ins, params in plan:
+            args = [values[i] if i in values else (slots[s] if s is not None else n.kw["value"].value)
+                    for i, s, n in ins]
+            values[key] = fn(*args, **params)
+        for key, slot in outs:
+            slots[slot] = values[key]
+
+    return run
+
+
+def _needs_numpy(loop: Loop) -> bool:
+    nodes = list(loop.members) + list(loop.leaves)
+    return any(np.dtype(n.aval.dtype) == np.float16 for n in nodes)
 
 
 def _op_runner(node, slot_of):
@@ -119,9 +142,13 @@ def lower_program(program: Program) -> Executable:
         n += 1
     runners, sources = [], []
     for step in program.steps:
-        if isinstance(step, Loop):
+        if isinstance(step, Loop) and _needs_numpy(step):
+            runners.append(_numpy_loop_runner(step, slot_of))
+            sources.append(f"# {step.name}: float16, evaluated with NumPy (numba has no float16 arrays)")
+        elif isinstance(step, Loop):
             ks = generate(step)
-            kernel = cpu_cache.load(ks.source)
+            work = int(np.prod(step.domain, dtype=np.int64))
+            kernel = cpu_cache.load(ks.source, "kernel" if work >= PARALLEL_MIN else "kernel_serial")
             runners.append(_loop_runner(step, slot_of, kernel, ks))
             sources.append(f"# {step.name}: {', '.join(m.op for m in step.members)}\n{ks.source}")
         else:

@@ -29,7 +29,8 @@ import numba
 import braze
 
 _lock = threading.RLock()
-_loaded: dict[str, object] = {}       # key -> dispatcher
+_loaded: dict[tuple, object] = {}     # (key, function name) -> dispatcher
+_modules: dict[str, object] = {}      # key -> imported module
 _warned: set[str] = set()
 
 
@@ -103,15 +104,19 @@ def _import(name: str, path: str):
 def load(source: str, name: str = "kernel"):
     """The dispatcher for ``source`` (a module defining ``name``), from memory or disk."""
     key = key_of(source)
-    fn = _loaded.get(key)
+    fn = _loaded.get((key, name))
     if fn is not None:
         return fn
     with _lock:
-        fn = _loaded.get(key)
+        fn = _loaded.get((key, name))
         if fn is not None:
             return fn
         directory = cache_dir()
         modname = f"braze_k_{key}"
+        if key in _modules:
+            fn = getattr(_modules[key], name)
+            _loaded[(key, name)] = fn
+            return fn
         header = f"# braze kernel {key}\n"
         text = header + source
         try:
@@ -137,8 +142,9 @@ def load(source: str, name: str = "kernel"):
                 module = _import(modname, path)
         except OSError as exc:
             module = _load_uncached(modname, text, exc)
+        _modules[key] = module
         fn = getattr(module, name)
-        _loaded[key] = fn
+        _loaded[(key, name)] = fn
         _stats.kernels += 1
         return fn
 
@@ -205,6 +211,7 @@ def clear() -> None:
     """Forget loaded kernels and delete the on-disk cache."""
     with _lock:
         _loaded.clear()
+        _modules.clear()
         directory = cache_dir()
         if os.path.isdir(directory):
             shutil.rmtree(directory, ignore_errors=True)

@@ -17,7 +17,10 @@ Two loop skeletons:
   a ``prange`` over chunks of the first axis with per-chunk partial results,
   combined serially (a two-level reduction).
 
-Below ``PARALLEL_MIN`` elements a kernel runs the same loops serially.
+The module holds two functions from the same body: ``kernel`` (``prange``)
+and ``kernel_serial``; the launcher calls the serial one below
+``PARALLEL_MIN`` elements of work (shapes are static per compiled entry, so
+the choice costs nothing per call), and numba compiles each only if used.
 """
 from __future__ import annotations
 
@@ -55,8 +58,8 @@ except ImportError:
     vm = None
 """
 
-FLAGS = ('parallel=True, fastmath={"reassoc", "contract", "nsz"}, error_model="numpy", '
-         'cache=True, nogil=True')
+FLAGS = 'fastmath={"reassoc", "contract", "nsz"}, error_model="numpy", cache=True, nogil=True'
+
 
 
 def _acc_dtype(node: Node) -> np.dtype:
@@ -220,22 +223,36 @@ class _Gen:
 
     # ---- skeletons
     def build(self) -> KernelSource:
+        """Two functions from one body: ``kernel`` (prange, threads) and
+        ``kernel_serial`` (range), compiled lazily by numba on first call."""
         loop = self.loop
-        body = _Writer()
-        if self.R == 0:
-            self._scalar_body(body)
-        elif self.od == 0:
-            self._global_body(body)
-        else:
-            self._rows_body(body)
+        functions = []
+        for suffix, parallel in (("", True), ("_serial", False)):
+            self._names = 0
+            self.consts, self.const_names = [], {}
+            self.nin = self.r if self.r else (1 if self.R >= 1 else 0)
+            self.rng = "prange" if parallel else "range"
+            body = _Writer()
+            if self.R == 0:
+                self._scalar_body(body)
+            elif self.od == 0:
+                self._global_body(body)
+            else:
+                self._rows_loop(body, self.rng)
+            functions.append(self._function(self.name + suffix, parallel, body))
+        src = HEADER + "".join(functions)
+        return KernelSource(src, list(loop.leaves), list(loop.outputs), list(self.consts), self.leaf_shapes)
+
+    def _function(self, name: str, parallel: bool, body: "_Writer") -> str:
+        loop = self.loop
         args = (
             [self.leaf_names[id(n)] for n in loop.leaves]
             + [f"o{k}" for k in range(len(loop.outputs))]
             + [f"d{k}" for k in range(self.R)]
             + [f"c{k}" for k in range(len(self.consts))]
         )
-        src = HEADER + f"\n\n@njit({FLAGS})\ndef {self.name}({', '.join(args)}):\n" + "\n".join(body.lines) + "\n"
-        return KernelSource(src, list(loop.leaves), list(loop.outputs), list(self.consts), self.leaf_shapes)
+        flags = f"parallel={parallel}, {FLAGS}"
+        return f"\n\n@njit({flags})\ndef {name}({', '.join(args)}):\n" + "\n".join(body.lines) + "\n"
 
     def _row_env(self, w: _Writer, env: dict, upto: int) -> None:
         """Emit row values (keep/drop, non-reduction) whose inputs are ready after pass ``upto``."""
@@ -326,21 +343,9 @@ class _Gen:
         for line in lines:
             w(line)
 
-    def _rows_body(self, w: _Writer) -> None:
-        outer = [f"d{k}" for k in range(self.od)]
-        inner = self._inner_sizes()
-        w(f"no = {' * '.join(outer)}")
-        w(f"ni = {' * '.join(inner)}")
-        w(f"if no * ni < {PARALLEL_MIN}:")
-        w.indent()
-        self._rows_loop(w, "range")
-        w.dedent()
-        w("else:")
-        w.indent()
-        self._rows_loop(w, "prange")
-        w.dedent()
-
     def _rows_loop(self, w: _Writer, rng: str) -> None:
+        w(f"no = {' * '.join(f'd{k}' for k in range(self.od))}")
+        w(f"ni = {' * '.join(self._inner_sizes())}")
         w(f"for o in {rng}(no):")
         w.indent()
         rem = "o"
@@ -385,7 +390,7 @@ class _Gen:
     def _global_body(self, w: _Writer) -> None:
         """No outer axes: chunked prange over the first axis, partials per chunk."""
         w(f"ntot = {' * '.join(f'd{k}' for k in range(self.R))}")
-        w(f"nch = (d0 + {CHUNK} - 1) // {CHUNK} if ntot >= {PARALLEL_MIN} else 1")
+        w(f"nch = (d0 + {CHUNK} - 1) // {CHUNK}" if self.rng == "prange" else "nch = 1")
         w("step = (d0 + nch - 1) // nch if nch else 0")
         env: dict = {"__lines__": []}
         self._row_env(w, env, 0)
@@ -402,7 +407,7 @@ class _Gen:
                     w(f"{acc}_npart = np.empty(nch, np.bool_)")
                 elif red.op in ("reduce_max", "reduce_min") and _acc_dtype(red).kind == "f":
                     w(f"{acc}_npart = np.empty(nch, np.bool_)")
-            w("for c in prange(nch):")
+            w(f"for c in {self.rng}(nch):")
             w.indent()
             for red in reds:
                 for line in self._acc_init(red, accs[id(red)]):

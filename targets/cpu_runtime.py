@@ -96,7 +96,7 @@ fmod_u = remainder_i
 
 @_jit
 def _divmod_f(a, b):
-    mod = math.fmod(a, b)
+    mod = np.fmod(a, b)
     if b == 0:
         return a / b, mod
     div = (a - mod) / b
@@ -125,13 +125,13 @@ def floor_divide_f(a, b):
 @_jit
 def remainder_f(a, b):
     if b == 0:
-        return math.fmod(a, b) if a == a else a
+        return np.fmod(a, b) if a == a else a
     return _divmod_f(a, b)[1]
 
 
 @_jit
 def fmod_f(a, b):
-    return math.fmod(a, b)
+    return np.fmod(a, b)
 
 
 @_jit
@@ -149,10 +149,13 @@ def ipower(a, b):
 
 
 @_jit
-def ireciprocal(a):
+def ireciprocal(a, at_zero):
+    """NumPy's integer reciprocal: (int)(1.0 / a); 1/0 is the type's minimum."""
     if a == 0:
-        return a * 0
-    return (a * 0 + 1) // a if a != -1 else a
+        return at_zero
+    if a == 1 or a == -1:
+        return a
+    return a * 0
 
 
 @_jit

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from braze.aval import python_scalar_type
 from braze.core import NUMPY_IMPL
 from braze.graph import Graph, format_literal
 
@@ -43,6 +44,8 @@ def _program(graph: Graph):
                 fn, params = _composite_runner(sub, isinstance(node.aval, tuple)), {}
             else:
                 fn = NUMPY_IMPL[node.op]
+            if not isinstance(node.aval, tuple) and node.aval.weak:
+                fn = _weak(fn, python_scalar_type(node.aval.dtype))
             steps.append((fn, params, tuple(slot[id(x)] for x in node.inputs), n))
             args = ", ".join(
                 format_literal(x) if x.op == "const" else f"v{slot[id(x)]}" for x in node.inputs
@@ -52,6 +55,11 @@ def _program(graph: Graph):
         n += 1
     out_slots = [slot[id(o)] for o in graph.outputs]
     return n, consts, captures, steps, out_slots, lines
+
+
+def _weak(fn, pytype):
+    """Keep a weakly typed value a Python scalar, so NumPy promotes it as NEP 50 says."""
+    return lambda *args, **params: pytype(fn(*args, **params))
 
 
 def _composite_runner(sub: Executable, multi: bool):

@@ -129,7 +129,8 @@ TEMPLATES = {
     "log1p": _math("log1p", "log1p"),
     "sqrt": lambda a, t: f"np.sqrt({a})",
     "square": lambda a, t: f"({a} * {a})",
-    "reciprocal": lambda a, t: f"(1 / {a})" if t.kind == "f" else f"rt.ireciprocal({a})",
+    "reciprocal": lambda a, t: f"(1 / {a})" if t.kind == "f" else
+    f"rt.ireciprocal({a}, {literal(np.iinfo(t).min if t.kind == 'i' else 0, t)})",
     "sin": _math("sin", "sin"),
     "cos": _math("cos", "cos"),
     "tan": _math("tan"),

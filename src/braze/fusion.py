@@ -155,7 +155,8 @@ class _Group:
         drop = tuple(d for i, d in enumerate(self.domain) if i not in axes)
         return keep, drop
 
-    def space_of(self, node: Node, users: list[Node], spaces: dict[int, str]) -> str | None:
+    def space_of(self, node: Node, users: list[Node], spaces: dict[int, str],
+                 exported: bool = False) -> str | None:
         """The index space ``node`` would have in this group, given the members
         that read it (``users``), or None if it cannot join."""
         rebase = False
@@ -199,6 +200,9 @@ class _Group:
                 continue  # a trivial reshape/broadcast between spaces
             elif node.aval.shape != user.aval.shape and not (space == "keep" and spaces[id(user)] == "full"):
                 return None
+        transposed = self.axes is not None and not _is_trailing(self.axes, len(self.domain))
+        if exported and space == "full" and transposed:
+            return None  # full values of a transposed loop are not written in logical order
         if space == "drop" and not rebase and any(
             id(u) in self.members and spaces[id(u)] == "full" and u.op not in LAYOUT_OPS for u in users
         ):
@@ -255,7 +259,8 @@ def fuse(graph: Graph) -> Program:
                     outside = [c for c in consumers[id(p)] if id(c) not in group.members]
                     if outside and _feeds(outside, group, group_of, pos):
                         continue  # computing p here would make kernels depend on each other both ways
-                    space = group.space_of(p, consumers[id(p)], spaces)
+                    exported = bool(outside) or id(p) in graph_outputs
+                    space = group.space_of(p, consumers[id(p)], spaces, exported)
                     if space is None:
                         continue
                     absorb(group, p, space)
@@ -267,6 +272,8 @@ def fuse(graph: Graph) -> Program:
     def name(kind: str) -> str:
         counter[kind] += 1
         return f"{kind}{counter[kind] - 1}"
+
+    groups = _merge_siblings(groups, group_of)
 
     # One step per group, extern and view; then order the steps topologically.
     steps, step_of = [], {}
@@ -303,6 +310,51 @@ def fuse(graph: Graph) -> Program:
             step = _make_loop(name("k"), group, members, spaces, consumers, graph_outputs)
         program.steps.append(step)
     return program
+
+
+def _merge_siblings(groups: list[_Group], group_of: dict) -> list[_Group]:
+    """Horizontal fusion: groups over the same domain and axes that read a common
+    value and do not depend on each other become one kernel (one pass over memory)."""
+
+    def reads(g: _Group) -> set[int]:
+        return {id(i) for n in g.nodes for i in n.inputs if id(i) not in g.members}
+
+    def upstream(g: _Group) -> set[int]:
+        """ids of groups g depends on, transitively."""
+        seen, stack = set(), [g]
+        while stack:
+            h = stack.pop()
+            for i in reads(h):
+                other = group_of.get(i)
+                if other is not None and id(other) not in seen:
+                    seen.add(id(other))
+                    stack.append(other)
+        return seen
+
+    merged = True
+    while merged:
+        merged = False
+        for a in groups:
+            for b in groups:
+                if a is b or a.domain != b.domain:
+                    continue
+                if a.axes is not None and b.axes is not None and tuple(a.axes) != tuple(b.axes):
+                    continue
+                if not (reads(a) & reads(b)) or id(b) in upstream(a) or id(a) in upstream(b):
+                    continue
+                if (a.axes or b.axes) and not _is_trailing(a.axes or b.axes, len(a.domain)):
+                    continue
+                a.axes = a.axes if a.axes is not None else b.axes
+                for n in b.nodes:
+                    a.members.add(id(n))
+                    a.nodes.append(n)
+                    group_of[id(n)] = a
+                groups.remove(b)
+                merged = True
+                break
+            if merged:
+                break
+    return groups
 
 
 def _feeds(outside: list[Node], group: _Group, group_of, pos) -> bool:

@@ -26,7 +26,7 @@ def _slices(slices):
 
 
 def _slice_abstract(x: Aval, *, slices):
-    return Aval(tuple(slice_length(*s) for s in slices), x.dtype, x.weak)
+    return Aval(tuple(slice_length(*s) for s in slices), x.dtype, x.weak and not slices)
 
 
 def _slice_impl(x, *, slices):

@@ -20,7 +20,7 @@ def _reshape_abstract(x: Aval, *, shape):
             f"reshape: cannot reshape {x} ({x.size} elements) into shape {shape} "
             f"({size} elements){where()}; the new shape must hold the same number of elements"
         )
-    return Aval(tuple(shape), x.dtype, x.weak)
+    return Aval(tuple(shape), x.dtype, x.weak and not shape)
 
 
 def _reshape_impl(x, *, shape):
@@ -32,7 +32,7 @@ def _transpose_abstract(x: Aval, *, perm):
         raise ShapeError(
             f"transpose: axes {perm} are not a permutation of the {x.ndim} axes of {x}{where()}"
         )
-    return Aval(tuple(x.shape[p] for p in perm), x.dtype, x.weak)
+    return Aval(tuple(x.shape[p] for p in perm), x.dtype, x.weak and not perm)
 
 
 def _transpose_impl(x, *, perm):
@@ -48,7 +48,7 @@ def _broadcast_to_abstract(x: Aval, *, shape):
             f"broadcast_to: cannot broadcast {x} to shape {shape}{where()}; each dimension "
             "must be equal to the target's or 1, counting from the last"
         )
-    return Aval(tuple(shape), x.dtype, x.weak)
+    return Aval(tuple(shape), x.dtype, x.weak and not shape)
 
 
 def _broadcast_to_impl(x, *, shape):

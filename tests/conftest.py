@@ -1,0 +1,13 @@
+"""Test-session setup: one kernel cache directory shared by the whole run.
+
+Generated kernels are cached on disk under ``BRAZE_CACHE_DIR``; pointing
+every test at the same directory (the repo's ignored ``.braze-test-cache``
+unless the caller set one) means each kernel compiles once per machine, and
+a re-run of the suite loads them from disk.
+"""
+import os
+import pathlib
+
+os.environ.setdefault(
+    "BRAZE_CACHE_DIR", str(pathlib.Path(__file__).resolve().parents[1] / ".braze-test-cache")
+)

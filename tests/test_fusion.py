@@ -1,0 +1,113 @@
+"""The fusion pass (no compiler): which ops land in which kernel."""
+import numpy as np
+import pytest
+
+import braze
+from braze.fusion import Extern, Loop, View, fuse
+from braze.passes import inline_composites, run_passes
+
+
+def program(fn, *args):
+    graph = braze.trace(fn, *args)
+    return fuse(run_passes(inline_composites(graph))[0])
+
+
+def loops(p):
+    return [s for s in p.steps if isinstance(s, Loop)]
+
+
+X = np.ones((8, 16), np.float32)
+G = np.ones(16, np.float32)
+
+
+def softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def log_softmax(x):
+    s = x - x.max(axis=-1, keepdims=True)
+    return s - np.log(np.exp(s).sum(axis=-1, keepdims=True))
+
+
+def logsumexp(x):
+    m = x.max(-1)
+    return m + np.log(np.exp(x - m[:, None]).sum(-1))
+
+
+def layer_norm(x, g, b):
+    mu = x.mean(-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + 1e-5) * g + b
+
+
+def rms_norm(x, g):
+    return x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-6) * g
+
+
+@pytest.mark.parametrize("fn,args", [
+    (softmax, (X,)), (log_softmax, (X,)), (logsumexp, (X,)), (layer_norm, (X, G, G)), (rms_norm, (X, G)),
+    (lambda a, b, c, d: a * b + c * np.exp(-d), (X, X, X, X)),
+])
+def test_row_patterns_are_one_kernel(fn, args):
+    p = program(fn, *args)
+    assert len(loops(p)) == 1, p.describe()
+    assert not [s for s in p.steps if isinstance(s, Extern)]
+
+
+def test_softmax_kernel_has_three_passes_worth_of_ops():
+    (k,) = loops(program(softmax, X))
+    assert [m.op for m in k.members] == ["reduce_max", "subtract", "exp", "reduce_sum", "divide"]
+    assert k.domain == (8, 16) and k.ninner == 1 and k.perm is None
+
+
+def test_matmul_is_extern_and_the_elementwise_after_it_fuses():
+    w = np.ones((16, 4), np.float32)
+    p = program(lambda x, w, b: np.tanh(x @ w + b) * 2.0, X, w, np.ones(4, np.float32))
+    kinds = [type(s).__name__ for s in p.steps]
+    assert kinds == ["Extern", "Loop"], p.describe()
+    assert [m.op for m in p.steps[1].members] == ["add", "tanh", "multiply"]
+
+
+def test_reduction_over_leading_axis_is_a_transposed_loop():
+    (k,) = loops(program(lambda x: (x * 2).sum(axis=0), X))
+    assert k.perm == (1, 0) and k.domain == (16, 8)
+
+
+def test_layout_ops_over_inputs_are_views_not_copies():
+    p = program(lambda x: x.T[::2] + 1.0, X)
+    assert [type(s) for s in p.steps] == [View, View, Loop]
+
+
+def test_siblings_reading_one_input_share_a_kernel():
+    p = program(lambda x: (x.max(-1), x.min(-1), x.mean(-1), x.var(-1), x * 2), X)
+    assert len(loops(p)) == 1
+
+
+def test_values_used_twice_are_computed_once():
+    p = program(lambda x: (np.exp(x) * 2, np.exp(x).sum(axis=-1)), X)
+    ops = [m.op for k in loops(p) for m in k.members]
+    assert ops.count("exp") == 1
+
+
+def test_cross_entropy_is_two_kernels_and_a_gather():
+    def xent(x, y):
+        m = x.max(-1, keepdims=True)
+        lse = np.log(np.exp(x - m).sum(-1, keepdims=True)) + m
+        return (lse - np.take_along_axis(x, y[:, None], -1)).mean()
+
+    p = program(xent, X, np.zeros(8, np.int64))
+    assert len(loops(p)) == 2
+    order = [s.name for s in p.steps]
+    extern = next(s for s in p.steps if isinstance(s, Extern))
+    last = loops(p)[-1]
+    assert order.index(extern.name) < order.index(last.name)  # producers run first
+
+
+def test_composites_are_inlined_and_fused():
+    @braze.composite("braze.test.fusion_softmax")
+    def sm(x, *, axis=-1):
+        return softmax(x)
+
+    p = program(lambda x: sm(x) * 3.0, X)
+    assert len(loops(p)) == 1

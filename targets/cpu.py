@@ -57,13 +57,18 @@ def _loop_runner(loop: Loop, slot_of: dict, kernel, ks):
     consts = tuple(np.asarray(c.kw["value"].value).astype(c.aval.dtype)[()] for c in ks.consts)
 
     def run(slots):
+        nonlocal kernel
         args = [g(slots) for g in getters]
         flats = []
         for slot, shape, dtype in out_specs:
             out = np.empty(shape, dtype)
             slots[slot] = out
             flats.append(out.reshape(-1))
-        kernel(*args, *flats, *sizes, *consts)
+        try:
+            kernel(*args, *flats, *sizes, *consts)
+        except Exception as exc:  # a corrupt numba cache entry: rebuilt once, then rerun
+            kernel = cpu_cache.recover(kernel, exc)
+            kernel(*args, *flats, *sizes, *consts)
 
     return run
 

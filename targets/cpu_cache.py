@@ -131,6 +131,7 @@ def load(source: str, name: str = "kernel"):
             else:
                 if existing is not None:
                     _warn_corrupt(path, "its text does not match its name")
+                    _clear_numba_cache(directory, modname)
                 _write_atomic(path, text)
                 _stats.modules_written += 1
             try:
@@ -147,6 +148,39 @@ def load(source: str, name: str = "kernel"):
         _loaded[(key, name)] = fn
         _stats.kernels += 1
         return fn
+
+
+def _from_numba_cache(exc: BaseException) -> bool:
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename.endswith(os.path.join("numba", "core", "caching.py")):
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def recover(fn, exc: BaseException):
+    """After ``fn`` (a loaded kernel) raised ``exc``: if numba failed reading its
+    disk cache, drop that cache, reload the module, warn once and return the
+    fresh function; otherwise re-raise."""
+    if not _from_numba_cache(exc):
+        raise exc
+    with _lock:
+        for (key, name), loaded in list(_loaded.items()):
+            if loaded is fn:
+                break
+        else:
+            raise exc
+        directory = cache_dir()
+        modname = f"braze_k_{key}"
+        path = os.path.join(directory, modname + ".py")
+        _warn_corrupt(path, f"numba could not read its compiled code ({type(exc).__name__})")
+        _clear_numba_cache(directory, modname)
+        module = _import(modname, path)
+        _modules[key] = module
+        fresh = getattr(module, name)
+        _loaded[(key, name)] = fresh
+        return fresh
 
 
 def _load_uncached(modname: str, text: str, exc: OSError):

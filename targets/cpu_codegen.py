@@ -235,6 +235,8 @@ class _Gen:
             body = _Writer()
             if self.R == 0:
                 self._scalar_body(body)
+            elif self.od == 0 and self.R == 1 and not self.npasses:
+                self._flat_body(body)
             elif self.od == 0:
                 self._global_body(body)
             else:
@@ -386,6 +388,16 @@ class _Gen:
         for line in env["__lines__"]:
             w(line)
         return var
+
+    def _flat_body(self, w: _Writer) -> None:
+        """1-D, no reductions: one prange over the elements (numba splits it
+        into one contiguous block per thread, which vectorizes best)."""
+        env: dict = {"__lines__": []}
+        self._row_env(w, env, 0)
+        w(f"for j0 in {self.rng}(d0):")
+        w.indent()
+        self._pass_body(w, env, 1, {}, "j0")
+        w.dedent()
 
     def _global_body(self, w: _Writer) -> None:
         """No outer axes: chunked prange over the first axis, partials per chunk."""

@@ -1,0 +1,296 @@
+"""Benchmark workloads, shared by ``bench/`` (pytest-benchmark) and the runner.
+
+Each workload is plain NumPy source plus what the peers need to run the
+same computation: a numexpr string where it is expressible, and JAX and
+PyTorch versions (their array namespaces differ from NumPy's). ``bytes`` is
+the memory traffic the ideal kernel makes (inputs read once, outputs
+written once), which turns a time into GB/s.
+
+The runner (``measure``) checks every implementation against NumPy first,
+then times it: median of repeated calls after warm-up, in the same process
+as a STREAM-style triad that gives the machine's bandwidth ceiling.
+"""
+from __future__ import annotations
+
+import importlib
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+
+# ---------------------------------------------------------------- NumPy sources
+
+def expexp(a, b, c, d):
+    return a * b + c * np.exp(-d)
+
+
+def softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def layer_norm(x, gamma, beta):
+    mu = x.mean(axis=-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + 1e-5) * gamma + beta
+
+
+def gelu(x):
+    return 0.5 * x * (1.0 + np.tanh(0.7978845608028654 * (x + 0.044715 * x ** 3)))
+
+
+def logsumexp(x):
+    m = x.max(axis=-1, keepdims=True)
+    return (m + np.log(np.exp(x - m).sum(axis=-1, keepdims=True)))[..., 0]
+
+
+# ---------------------------------------------------------------- peers' versions
+
+def _jax_versions():
+    import jax.numpy as jnp
+
+    return {
+        "A": lambda a, b, c, d: a * b + c * jnp.exp(-d),
+        "B": lambda x: jnp.exp(x - x.max(-1, keepdims=True)) / jnp.exp(x - x.max(-1, keepdims=True)).sum(-1, keepdims=True),
+        "C": lambda x, g, b: (x - x.mean(-1, keepdims=True)) / jnp.sqrt(((x - x.mean(-1, keepdims=True)) ** 2).mean(-1, keepdims=True) + 1e-5) * g + b,
+        "D": lambda x: 0.5 * x * (1.0 + jnp.tanh(0.7978845608028654 * (x + 0.044715 * x ** 3))),
+        "F": lambda x: (x.max(-1, keepdims=True) + jnp.log(jnp.exp(x - x.max(-1, keepdims=True)).sum(-1, keepdims=True)))[..., 0],
+    }
+
+
+def _torch_versions():
+    import torch
+
+    def sm(x):
+        e = torch.exp(x - x.amax(-1, keepdim=True))
+        return e / e.sum(-1, keepdim=True)
+
+    def ln(x, g, b):
+        mu = x.mean(-1, keepdim=True)
+        return (x - mu) / torch.sqrt(((x - mu) ** 2).mean(-1, keepdim=True) + 1e-5) * g + b
+
+    def lse(x):
+        m = x.amax(-1, keepdim=True)
+        return (m + torch.log(torch.exp(x - m).sum(-1, keepdim=True)))[..., 0]
+
+    return {
+        "A": lambda a, b, c, d: a * b + c * torch.exp(-d),
+        "B": sm, "C": ln,
+        "D": lambda x: 0.5 * x * (1.0 + torch.tanh(0.7978845608028654 * (x + 0.044715 * x ** 3))),
+        "F": lse,
+    }
+
+
+@dataclass
+class Workload:
+    key: str
+    name: str
+    fn: Callable
+    make: Callable                  # (shape, dtype, rng) -> tuple of arrays
+    shapes_quick: list
+    shapes_full: list
+    nbytes: Callable                # (args, out) -> bytes moved
+    numexpr: str | None = None
+    notes: str = ""
+
+
+def _elementwise_inputs(n):
+    def make(shape, dtype, rng):
+        return tuple(rng.standard_normal(shape).astype(dtype) for _ in range(n))
+
+    return make
+
+
+def _ln_inputs(shape, dtype, rng):
+    x = rng.standard_normal(shape).astype(dtype)
+    return x, rng.standard_normal(shape[-1]).astype(dtype), rng.standard_normal(shape[-1]).astype(dtype)
+
+
+def _io_bytes(args, out):
+    return sum(a.nbytes for a in args) + np.asarray(out).nbytes
+
+
+WORKLOADS = {
+    "A": Workload("A", "a*b + c*exp(-d)", expexp, _elementwise_inputs(4), [(10**6,)], [(10**6,), (10**7,)],
+                  _io_bytes, "a*b + c*exp(-d)"),
+    "B": Workload("B", "row softmax", softmax, _elementwise_inputs(1), [(4096, 1024)],
+                  [(4096, 1024), (64, 65536), (1000000, 16)], _io_bytes),
+    "C": Workload("C", "layer norm", layer_norm, _ln_inputs, [(8192, 1024)], [(8192, 1024)], _io_bytes),
+    "D": Workload("D", "tanh-GELU", gelu, _elementwise_inputs(1), [(10**7,)], [(10**7,)], _io_bytes,
+                  "0.5*x*(1.0+tanh(0.7978845608028654*(x+0.044715*x**3)))"),
+    "F": Workload("F", "logsumexp (last axis)", logsumexp, _elementwise_inputs(1), [(4096, 4096)],
+                  [(4096, 4096)], _io_bytes),
+}
+
+
+# ---------------------------------------------------------------- implementations
+
+def available_peers() -> dict[str, str | None]:
+    """Peer name -> None if importable, else why not."""
+    out = {}
+    for name, module in (("numexpr", "numexpr"), ("numba", "numba"), ("jax", "jax"), ("torch", "torch")):
+        try:
+            importlib.import_module(module)
+            out[name] = None
+        except Exception as exc:  # ImportError, or a broken install
+            out[name] = f"not installed ({type(exc).__name__})"
+    return out
+
+
+def implementations(w: Workload, target: str, peers=("numexpr", "numba", "jax", "torch")):
+    """name -> (callable taking NumPy arrays and returning NumPy-comparable output, or None, why)."""
+    import braze
+
+    impls = {"numpy": (w.fn, None), f"braze[{target}]": (braze.compile(w.fn, target=target), None)}
+    status = available_peers()
+    for peer in peers:
+        if status.get(peer):
+            impls[peer] = (None, status[peer])
+            continue
+        try:
+            impls[peer] = (_peer(peer, w), None)
+        except _NotExpressible as exc:
+            impls[peer] = (None, str(exc))
+    return impls
+
+
+class _NotExpressible(Exception):
+    pass
+
+
+def _peer(peer: str, w: Workload):
+    if peer == "numexpr":
+        if w.numexpr is None:
+            raise _NotExpressible("not expressible (reductions)")
+        import numexpr
+
+        names = {"A": "abcd", "D": "x"}[w.key]
+        expr = w.numexpr
+        return lambda *args: numexpr.evaluate(expr, local_dict=dict(zip(names, args)))
+    if peer == "numba":
+        import numba
+
+        jitted = numba.njit(parallel=True, fastmath=True)(w.fn)
+
+        def run(*args):
+            return jitted(*args)
+
+        return run
+    if peer == "jax":
+        import jax
+
+        jax.config.update("jax_enable_x64", True)
+        f = jax.jit(_jax_versions()[w.key])
+        return lambda *args: np.asarray(f(*args).block_until_ready())
+    if peer == "torch":
+        import torch
+
+        f = torch.compile(_torch_versions()[w.key])
+        return lambda *args: f(*[torch.from_numpy(a) for a in args]).numpy()
+    raise ValueError(peer)
+
+
+# ---------------------------------------------------------------- measuring
+
+def triad_gbps(n: int = 20_000_000, repeat: int = 10) -> float:
+    """STREAM triad ``a = b + s*c`` (float64) with a parallel numba kernel: the
+    machine's attainable bandwidth, in GB/s, counting 3 arrays of traffic."""
+    import numba
+
+    @numba.njit(parallel=True, fastmath=True)
+    def triad(a, b, c, s):
+        for i in numba.prange(a.shape[0]):
+            a[i] = b[i] + s * c[i]
+
+    a, b, c = np.empty(n), np.random.rand(n), np.random.rand(n)
+    triad(a, b, c, 3.0)
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        triad(a, b, c, 3.0)
+        times.append(time.perf_counter() - t0)
+    return 3 * n * 8 / min(times) / 1e9
+
+
+def time_call(fn, args, min_time=0.2, max_repeat=50) -> tuple[float, int]:
+    """(median seconds, repeats) after one warm-up call."""
+    fn(*args)
+    times = []
+    start = time.perf_counter()
+    while len(times) < 5 or (time.perf_counter() - start < min_time and len(times) < max_repeat):
+        t0 = time.perf_counter()
+        fn(*args)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), len(times)
+
+
+@dataclass
+class Result:
+    workload: str
+    shape: tuple
+    dtype: str
+    impl: str
+    median_s: float | None = None
+    gbps: float | None = None
+    speedup: float | None = None
+    first_call_s: float | None = None
+    skipped: str | None = None
+    extra: dict = field(default_factory=dict)
+
+
+def check_close(got, want, dtype) -> None:
+    rtol = 1e-4 if np.dtype(dtype) == np.float32 else 1e-9
+    np.testing.assert_allclose(np.asarray(got), want, rtol=rtol, atol=rtol)
+
+
+def measure(w: Workload, shape, dtype, target="cpu", peers=("numexpr", "numba", "jax", "torch"),
+            min_time=0.2) -> list[Result]:
+    rng = np.random.default_rng(0)
+    args = w.make(shape, np.dtype(dtype), rng)
+    want = w.fn(*args)
+    nbytes = w.nbytes(args, want)
+    results = []
+    base = None
+    for name, (fn, why) in implementations(w, target, peers).items():
+        r = Result(w.key, tuple(shape), np.dtype(dtype).name, name)
+        if fn is None:
+            r.skipped = why
+            results.append(r)
+            continue
+        try:
+            t0 = time.perf_counter()
+            got = fn(*args)
+            r.first_call_s = time.perf_counter() - t0
+            check_close(got, want, dtype)
+            r.median_s, _ = time_call(fn, args, min_time)
+        except Exception as exc:  # a peer that cannot compile this source, or disagrees
+            r.skipped = f"{type(exc).__name__}: {str(exc).splitlines()[0][:80]}"
+            results.append(r)
+            continue
+        r.gbps = nbytes / r.median_s / 1e9
+        if name == "numpy":
+            base = r.median_s
+        results.append(r)
+    for r in results:
+        if r.median_s and base:
+            r.speedup = base / r.median_s
+    return results
+
+
+def format_table(results: list[Result], triad: float) -> str:
+    lines = [f"{'workload':24s} {'shape':>14s} {'dtype':8s} {'impl':14s} {'median':>10s} {'vs numpy':>9s} "
+             f"{'GB/s':>7s} {'% triad':>8s} {'1st call':>9s}"]
+    for r in results:
+        name = WORKLOADS[r.workload].name if r.workload in WORKLOADS else r.workload
+        shape = "x".join(map(str, r.shape))
+        if r.skipped:
+            lines.append(f"{name:24s} {shape:>14s} {r.dtype:8s} {r.impl:14s} skipped: {r.skipped}")
+            continue
+        lines.append(
+            f"{name:24s} {shape:>14s} {r.dtype:8s} {r.impl:14s} {r.median_s * 1e3:8.3f}ms "
+            f"{r.speedup:8.2f}x {r.gbps:7.1f} {100 * r.gbps / triad:7.0f}% {r.first_call_s:8.3f}s"
+        )
+    return "\n".join(lines)

@@ -18,8 +18,8 @@ class Executable:
         self.plan = plan
         self.source = source
 
-    def __call__(self, inputs: Sequence) -> list:
-        return self.run(inputs)
+    def __call__(self, inputs: Sequence, outs=None) -> list:
+        return self.run(inputs) if outs is None else self.run(inputs, outs)
 
 
 class Target:
@@ -40,7 +40,10 @@ class Target:
         """What, besides the graph, decides the code this target generates."""
         return (self.name,)
 
-    def lower(self, graph: Graph) -> Executable:
+    def lower(self, graph: Graph, donated=frozenset(), mutable=frozenset()) -> Executable:
+        """An executable for ``graph``. ``donated``/``mutable``: input indices whose
+        buffers the program may overwrite (donated by the caller, or updated in
+        place by the function anyway)."""
         raise NotImplementedError
 
     def __repr__(self):

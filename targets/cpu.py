@@ -27,7 +27,10 @@ from braze.fusion import Extern, Loop, Program, View, fuse  # noqa: E402
 from braze.graph import Graph  # noqa: E402
 from braze.passes import inline_composites, run_passes  # noqa: E402
 
-from . import cpu_cache  # noqa: E402
+import threading  # noqa: E402
+
+from . import cpu_cache, cpu_memory  # noqa: E402
+from .cpu_memory import fits, overlapping  # noqa: E402
 from .base import Executable, Target  # noqa: E402
 from .cpu_codegen import PARALLEL_MIN, generate  # noqa: E402
 
@@ -50,18 +53,48 @@ def _leaf_getter(leaf, slot_of, perm, rank):
     return lambda slots: slots[slot]
 
 
-def _loop_runner(loop: Loop, slot_of: dict, kernel, ks):
+class _Call:
+    """Per-call state the runners share: slots, this thread's pool, outputs, inputs."""
+
+    __slots__ = ("slots", "pool", "outs", "inputs", "safe")
+
+
+def _buffer(spec, shape, dtype, call: _Call):
+    """The array a kernel output is written into (see cpu_memory)."""
+    if spec is None:
+        return np.empty(shape, dtype)
+    kind = spec[0]
+    if kind == "pool":
+        buf = call.pool[spec[1]]
+        if buf is None:
+            buf = call.pool[spec[1]] = np.empty(shape, dtype)
+        return buf
+    if kind == "donate":
+        a = call.inputs[spec[1]]
+        if call.safe and fits(a, shape, dtype):
+            return a
+        return _buffer(spec[2], shape, dtype, call)
+    if kind == "out" and call.outs is not None:
+        a = call.outs[spec[1]]
+        if a is not None and call.safe and fits(a, shape, dtype):
+            return a
+    return np.empty(shape, dtype)
+
+
+def _loop_runner(loop: Loop, slot_of: dict, kernel, ks, buffers: dict):
     getters = [_leaf_getter(leaf, slot_of, loop.perm, len(loop.domain)) for leaf in ks.leaves]
-    out_specs = [(slot_of[id(o)], o.aval.shape, np.dtype(o.aval.dtype)) for o in ks.outputs]
+    out_specs = [(slot_of[id(o)], tuple(o.aval.shape), np.dtype(o.aval.dtype), buffers.get(slot_of[id(o)]))
+                 for o in ks.outputs]
     sizes = tuple(int(d) for d in loop.domain)
     consts = tuple(np.asarray(c.kw["value"].value).astype(c.aval.dtype)[()] for c in ks.consts)
 
-    def run(slots):
+    def run(call: _Call):
         nonlocal kernel
+        slots = call.slots
         args = [g(slots) for g in getters]
         flats = []
-        for slot, shape, dtype in out_specs:
-            out = np.empty(shape, dtype)
+        for slot, shape, dtype, spec in out_specs:
+            out = np.empty(shape, dtype) if spec is None else _buffer(spec, shape, dtype, call)
             slots[slot] = out
             flats.append(out.reshape(-1))
         try:
@@ -79,7 +112,8 @@ def _numpy_loop_runner(loop: Loop, slot_of: dict):
             for m in loop.members]
     outs = [(id(o), slot_of[id(o)]) for o in loop.outputs]
 
-    def run(slots):
+    def run(call):
+        slots = call.slots
         values = {}
         for key, fn, ins, params in plan:
             args = [values[i] if i in values else (slots[s] if s is not None else n.kw["value"].value)
@@ -96,16 +130,40 @@ def _needs_numpy(loop: Loop) -> bool:
     return any(np.dtype(n.aval.dtype) == np.float16 for n in nodes)
 
 
-def _op_runner(node, slot_of):
+def _op_runner(node, slot_of, inplace: bool):
     fn = NUMPY_IMPL[node.op]
     ins = tuple(slot_of[id(i)] for i in node.inputs)
     out = slot_of[id(node)]
     params = node.kw
+    if inplace:  # write the update into the destination (see cpu_memory)
+        fn = _INPLACE[node.op]
+    if node.op == "matmul":
+        shape, dtype = tuple(node.aval.shape), np.dtype(node.aval.dtype)
 
-    def run(slots):
-        slots[out] = fn(*[slots[i] for i in ins], **params)
+    def run(call):
+        slots = call.slots
+        if inplace and not call.safe:
+            slots[out] = NUMPY_IMPL[node.op](*[slots[i] for i in ins], **params)
+        else:
+            slots[out] = fn(*[slots[i] for i in ins], **params)
 
     return run
+
+
+def _update_slice_inplace(x, v, *, slices):
+    x[tuple(slice(a, b, c) for a, b, c in slices)] = v
+    return x
+
+
+def _scatter_inplace(x, v, *idx, axes):
+    key = [slice(None)] * x.ndim
+    for axis, i in zip(axes, idx):
+        key[axis] = i
+    x[tuple(key)] = v
+    return x
+
+
+_INPLACE = {"update_slice": _update_slice_inplace, "scatter": _scatter_inplace}
 
 
 class CPUTarget(Target):
@@ -123,13 +181,13 @@ class CPUTarget(Target):
                 f"({os.environ.get('NUMBA_THREADING_LAYER', 'default')} threading layer), "
                 f"cache {cpu_cache.cache_dir()}")
 
-    def lower(self, graph: Graph) -> Executable:
+    def lower(self, graph: Graph, donated=frozenset(), mutable=frozenset()) -> Executable:
         graph, _ = run_passes(inline_composites(graph))
         program = fuse(graph)
-        return lower_program(program)
+        return lower_program(program, frozenset(donated), frozenset(mutable))
 
 
-def lower_program(program: Program) -> Executable:
+def lower_program(program: Program, donated=frozenset(), mutable=frozenset()) -> Executable:
     graph = program.graph
     slot_of: dict[int, int] = {}
     for i, node in enumerate(graph.inputs):
@@ -145,8 +203,9 @@ def lower_program(program: Program) -> Executable:
         elif node.op == "capture":
             captures.append((n, node.kw["index"]))
         n += 1
+    memory = cpu_memory.plan(program, slot_of, donated, mutable)
     runners, sources = [], []
-    for step in program.steps:
+    for index, step in enumerate(program.steps):
         if isinstance(step, Loop) and _needs_numpy(step):
             runners.append(_numpy_loop_runner(step, slot_of))
             sources.append(f"# {step.name}: float16, evaluated with NumPy (numba has no float16 arrays)")
@@ -154,23 +213,35 @@ def lower_program(program: Program) -> Executable:
             ks = generate(step)
             work = int(np.prod(step.domain, dtype=np.int64))
             kernel = cpu_cache.load(ks.source, "kernel" if work >= PARALLEL_MIN else "kernel_serial")
-            runners.append(_loop_runner(step, slot_of, kernel, ks))
+            runners.append(_loop_runner(step, slot_of, kernel, ks, memory.buffer))
             sources.append(f"# {step.name}: {', '.join(m.op for m in step.members)}\n{ks.source}")
         else:
-            runners.append(_op_runner(step.node, slot_of))
+            runners.append(_op_runner(step.node, slot_of, index in memory.inplace))
     nslots, ninputs = n, len(graph.inputs)
     graph_captures = graph.captures
     out_slots = [slot_of[id(o)] for o in graph.outputs]
 
-    def run(inputs):
-        slots = [None] * nslots
+    local = threading.local()
+    npool = len(memory.pool)
+    checks = memory.checks_inputs
+
+    def run(inputs, outs=None):
+        call = _Call()
+        call.slots = slots = [None] * nslots
         slots[:ninputs] = inputs
         for i, value in consts:
             slots[i] = value
         for i, k in captures:
             slots[i] = graph_captures[k]
+        pool = getattr(local, "pool", None)
+        if pool is None:
+            pool = local.pool = [None] * npool
+        call.pool = pool
+        call.outs = outs
+        call.inputs = inputs
+        call.safe = not ((checks or outs is not None) and overlapping(list(inputs) + list(outs or ())))
         for r in runners:
-            r(slots)
+            r(call)
         return [slots[j] for j in out_slots]
 
     return Executable(run, program.describe(), "\n\n".join(sources))

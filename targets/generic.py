@@ -75,7 +75,7 @@ def lower_graph(graph: Graph) -> Executable:
     graph_captures = graph.captures
     ninputs = len(graph.inputs)
 
-    def run(inputs):
+    def run(inputs, outs=None):
         slots = [None] * nslots
         slots[:ninputs] = inputs
         for i, value in consts:
@@ -99,5 +99,5 @@ class GenericTarget(Target):
     def describe(self) -> str:
         return f"generic: NumPy {np.__version__} evaluation, no compiler"
 
-    def lower(self, graph: Graph) -> Executable:
+    def lower(self, graph: Graph, donated=frozenset(), mutable=frozenset()) -> Executable:
         return lower_graph(graph)

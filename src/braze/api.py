@@ -81,6 +81,7 @@ class _Call:
     names: list[str]
     statics: list[tuple[str, Any]]
     rebuild: Callable
+    donated: tuple = ()
 
 
 class Lowered:
@@ -101,7 +102,7 @@ class Lowered:
 class Compiled:
     """A function compiled for a target. Call it like the original."""
 
-    def __init__(self, fn, target, static_argnums=(), static_argnames=()):
+    def __init__(self, fn, target, static_argnums=(), static_argnames=(), donate_argnums=()):
         from braze.targets import resolve
 
         if not callable(fn):
@@ -115,6 +116,7 @@ class Compiled:
             self._sig = None
         self._static_argnums = _as_tuple(static_argnums)
         self._static_argnames = _as_tuple(static_argnames)
+        self._donate_argnums = _as_tuple(donate_argnums)
         self._cache: dict[tuple, _Entry] = {}
         self._fast: dict[tuple, tuple] = {}
         self._lock = threading.Lock()
@@ -157,14 +159,52 @@ class Compiled:
             return single
         return lambda dynamic: self._run(entry, dynamic)
 
-    def _run(self, entry: _Entry, dynamic: list):
-        outs = entry.executable(dynamic)
+    def _run(self, entry: _Entry, dynamic: list, outs=None):
+        outs = entry.executable.run(dynamic, outs) if outs is not None else entry.executable.run(dynamic)
         for leaf, value in zip(entry.mutated, outs[entry.n_out:]):
             target = dynamic[leaf]
-            if isinstance(target, np.ndarray):
+            if isinstance(target, np.ndarray) and value is not target:
                 np.copyto(target, value, casting="unsafe")
         results = [_finish(o) for o in outs[: entry.n_out]]
         return pytree.unflatten(entry.out_tree, results)
+
+    def into(self, out):
+        """A callable that runs this function writing its results into ``out``
+        (an array, or a pytree of arrays shaped like the results), and returns
+        ``out``. Kernels write straight into arrays that fit (C-contiguous,
+        right shape and dtype, not overlapping an input); others are copied.
+
+        >>> import numpy as np, braze
+        >>> f = braze.compile(lambda x: x * 2.0, target="generic")
+        >>> buf = np.empty(3)
+        >>> f.into(buf)(np.ones(3)) is buf
+        True
+        """
+        leaves, tree = pytree.flatten(out)
+
+        def call(*args, **kwargs):
+            c = self._split(args, kwargs)
+            entry = self._cache.get(c.key) or self._compile(c)
+            if tree != entry.out_tree or not all(isinstance(a, np.ndarray) for a in leaves):
+                raise BrazeError(
+                    f"{self.__name__}.into: out has structure {pytree.describe(tree)} but the function "
+                    f"returns {pytree.describe(entry.out_tree)}{where()}; pass NumPy arrays shaped like the results"
+                )
+            results = self._run_raw(entry, c.dynamic, leaves + [None] * len(entry.mutated))
+            for buf, value in zip(leaves, results[: entry.n_out]):
+                if value is not buf:
+                    np.copyto(buf, value, casting="same_kind")
+            return out
+
+        return call
+
+    def _run_raw(self, entry: _Entry, dynamic: list, outs):
+        results = entry.executable.run(dynamic, outs)
+        for leaf, value in zip(entry.mutated, results[entry.n_out:]):
+            target = dynamic[leaf]
+            if isinstance(target, np.ndarray) and value is not target:
+                np.copyto(target, value, casting="unsafe")
+        return results
 
     def lower(self, *args, **kwargs) -> Lowered:
         """Trace (or reuse) and lower for these arguments; see ``Lowered``."""
@@ -202,7 +242,7 @@ class Compiled:
         else:
             items = [(f"arg{i}", a) for i, a in enumerate(args)] + list(kwargs.items())
             kinds = {}
-        key_parts, dynamic, avals, names, statics = [], [], [], [], []
+        key_parts, dynamic, avals, names, statics, donated = [], [], [], [], [], []
         for position, (name, value) in enumerate(items):
             if position in self._static_argnums or name in self._static_argnames:
                 static = _static_value(name, value)
@@ -212,9 +252,12 @@ class Compiled:
             leaves, treedef = pytree.flatten(value)
             paths = _leaf_paths(name, value)
             leaf_kinds = []
+            donate = position in self._donate_argnums
             for path, leaf in zip(paths, leaves):
                 if _is_dynamic(leaf):
                     aval = aval_of_value(leaf, f"argument {path}")
+                    if donate:
+                        donated.append(len(dynamic))
                     dynamic.append(leaf)
                     avals.append(aval)
                     names.append(path)
@@ -245,7 +288,7 @@ class Compiled:
                     pos.append(value)
             return pos, kw
 
-        return _Call(key, dynamic, avals, names, statics, rebuild)
+        return _Call(key, dynamic, avals, names, statics, rebuild, tuple(donated))
 
     # ---- tracing and lowering
     def _compile(self, call: _Call) -> _Entry:
@@ -265,7 +308,7 @@ class Compiled:
             graph, mutated = trace_flat(flat_fn, call.avals, call.names)
             n_out = len(graph.outputs) - len(mutated)
             graph, stages = run_passes(graph, keep_stages=True)
-            executable = self.target.lower(graph)
+            executable = self.target.lower(graph, donated=frozenset(call.donated), mutable=frozenset(mutated))
             entry = _Entry(call.key, graph, stages, executable, out_tree[0], n_out, mutated)
             self._info.reasons.append(self._miss_reason(call))
             self._info.misses += 1
@@ -365,11 +408,13 @@ def _as_tuple(x) -> tuple:
     return tuple(x)
 
 
-def compile(fn=None, *, target="auto", static_argnums=(), static_argnames=()):  # noqa: A001
+def compile(fn=None, *, target="auto", static_argnums=(), static_argnames=(), donate_argnums=()):  # noqa: A001
     """Compile a NumPy function for ``target`` ("auto", "cpu", "cuda", "generic").
 
     Works as ``braze.compile(fn, ...)`` and as a decorator, with or without
-    arguments.
+    arguments. ``donate_argnums`` names arguments whose arrays the caller
+    gives up: braze may write results into them (as in JAX), and their
+    contents are unspecified after the call.
 
     >>> import numpy as np, braze
     >>> @braze.compile(target="generic")
@@ -379,8 +424,8 @@ def compile(fn=None, *, target="auto", static_argnums=(), static_argnames=()):  
     dtype('float32')
     """
     if fn is None:
-        return lambda f: Compiled(f, target, static_argnums, static_argnames)
-    return Compiled(fn, target, static_argnums, static_argnames)
+        return lambda f: Compiled(f, target, static_argnums, static_argnames, donate_argnums)
+    return Compiled(fn, target, static_argnums, static_argnames, donate_argnums)
 
 
 def trace(fn, *args, static_argnums=(), static_argnames=(), **kwargs) -> Graph:

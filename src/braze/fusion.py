@@ -259,6 +259,8 @@ def fuse(graph: Graph) -> Program:
                     outside = [c for c in consumers[id(p)] if id(c) not in group.members]
                     if outside and _feeds(outside, group, group_of, pos):
                         continue  # computing p here would make kernels depend on each other both ways
+                    if _downstream(p, group, pos):
+                        continue  # p reads something computed from this group
                     exported = bool(outside) or id(p) in graph_outputs
                     space = group.space_of(p, consumers[id(p)], spaces, exported)
                     if space is None:
@@ -317,19 +319,22 @@ def _merge_siblings(groups: list[_Group], group_of: dict) -> list[_Group]:
     value and do not depend on each other become one kernel (one pass over memory)."""
 
     def reads(g: _Group) -> set[int]:
-        return {id(i) for n in g.nodes for i in n.inputs if id(i) not in g.members}
+        return {id(i) for n in g.nodes for i in n.inputs if id(i) not in g.members and i.op != "const"}
 
     def upstream(g: _Group) -> set[int]:
-        """ids of groups g depends on, transitively."""
-        seen, stack = set(), [g]
+        """ids of the groups g depends on, through any path (externs and views too)."""
+        seen_nodes, groups_found = set(), set()
+        stack = [i for n in g.nodes for i in n.inputs if id(i) not in g.members]
         while stack:
-            h = stack.pop()
-            for i in reads(h):
-                other = group_of.get(i)
-                if other is not None and id(other) not in seen:
-                    seen.add(id(other))
-                    stack.append(other)
-        return seen
+            node = stack.pop()
+            if id(node) in seen_nodes:
+                continue
+            seen_nodes.add(id(node))
+            other = group_of.get(id(node))
+            if other is not None:
+                groups_found.add(id(other))
+            stack.extend(node.inputs)
+        return groups_found
 
     merged = True
     while merged:
@@ -370,6 +375,23 @@ def _feeds(outside: list[Node], group: _Group, group_of, pos) -> bool:
         node = stack.pop()
         for i in node.inputs:
             if id(i) in targets:
+                return True
+            if id(i) not in seen and pos[id(i)] > lowest:
+                seen.add(id(i))
+                stack.append(i)
+    return False
+
+
+def _downstream(node: Node, group: _Group, pos) -> bool:
+    """Whether an input of ``node`` outside ``group`` is computed from a member."""
+    members = group.members
+    lowest = min(pos[id(n)] for n in group.nodes)
+    stack = [i for i in node.inputs if id(i) not in members]
+    seen = set()
+    while stack:
+        n = stack.pop()
+        for i in n.inputs:
+            if id(i) in members:
                 return True
             if id(i) not in seen and pos[id(i)] > lowest:
                 seen.add(id(i))

@@ -1,0 +1,137 @@
+"""Where each value of a CPU program lives: planned once, at lowering.
+
+* **Intermediates** (kernel outputs no one outside the program sees) get
+  buffers from a per-thread pool, reused once every reader (views included)
+  is done with them, so a call allocates no intermediate after the first.
+* **Outputs** go into arrays the caller passed (``Compiled.into``) when they
+  fit, else into fresh NumPy arrays (large NumPy allocations get huge pages).
+* **Donated inputs** (``donate_argnums``) become the buffer of a kernel
+  output of the same shape and dtype, when that kernel is the input's last
+  reader and reads it element for element (same index, no broadcast).
+* **Slice updates** (``a[i:j] = v``) write into their destination when the
+  program owns it and nothing reads the old value afterwards: an
+  intermediate, or an input the function updates in place anyway.
+
+Anything that could make two of these share memory wrongly is checked per
+call (inputs that overlap each other or a requested output turn the
+in-place choices off for that call).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from braze.fusion import Loop, View
+
+
+@dataclass
+class Plan:
+    buffer: dict[int, tuple] = field(default_factory=dict)   # slot -> ("pool", k) | ("out", k) | ("donate", i)
+    pool: list[tuple] = field(default_factory=list)           # k -> (shape, dtype)
+    inplace: set[int] = field(default_factory=set)            # step indices updating their input in place
+    checks_inputs: bool = False                               # whether calls must check input overlap
+
+
+def plan(program, slot_of: dict, donated: frozenset, mutable: frozenset) -> Plan:
+    graph = program.graph
+    steps = program.steps
+    ninputs = len(graph.inputs)
+    out_index: dict[int, int] = {}
+    for k, o in enumerate(graph.outputs):
+        out_index.setdefault(slot_of[id(o)], k)
+
+    produced: list[list[int]] = []
+    reads: list[list[int]] = []
+    root: dict[int, int] = {}
+    for step in steps:
+        if isinstance(step, Loop):
+            outs = [slot_of[id(o)] for o in step.outputs]
+            ins = [slot_of[id(leaf.inputs[0] if leaf.op == "broadcast_to" else leaf)] for leaf in step.leaves]
+        else:
+            outs = [slot_of[id(step.node)]]
+            ins = [slot_of[id(i)] for i in step.node.inputs]
+        produced.append(outs)
+        reads.append(ins)
+        for s in outs:
+            root[s] = root.get(ins[0], ins[0]) if isinstance(step, View) else s
+
+    def root_of(s):
+        return root.get(s, s)
+
+    escaping = {root_of(s) for s in out_index}
+    last_use: dict[int, int] = {}
+    for k, ins in enumerate(reads):
+        for s in ins:
+            last_use[root_of(s)] = k
+
+    result = Plan()
+    free: dict[tuple, list[int]] = {}
+    owner: dict[int, int] = {}  # root slot -> pool index
+    for k, step in enumerate(steps):
+        if isinstance(step, Loop):
+            for o, s in zip(step.outputs, produced[k]):
+                key = (tuple(o.aval.shape), np.dtype(o.aval.dtype).str)
+                if s in out_index:
+                    result.buffer[s] = ("out", out_index[s])
+                    continue
+                if s in escaping:
+                    continue
+                stack = free.get(key)
+                if stack:
+                    idx = stack.pop()
+                else:
+                    idx = len(result.pool)
+                    result.pool.append((key[0], np.dtype(key[1])))
+                result.buffer[s] = ("pool", idx)
+                owner[s] = idx
+            _donate(step, k, produced[k], reads[k], slot_of, donated, last_use, root_of, ninputs, result)
+        elif step.node.op in ("update_slice", "scatter"):
+            target = root_of(reads[k][0])
+            owned = target in owner or (target < ninputs and target in mutable)
+            if owned and last_use.get(target) == k and target not in reads[k][1:]:
+                result.inplace.add(k)
+                root[produced[k][0]] = target  # the result lives where its input did
+                for later in range(k + 1, len(reads)):
+                    if produced[k][0] in reads[later]:
+                        last_use[target] = later
+                if produced[k][0] in out_index:
+                    escaping.add(target)
+                result.checks_inputs |= target < ninputs
+        for s in set(reads[k]):
+            r = root_of(s)
+            if last_use.get(r) == k and r in owner and r not in escaping:
+                free.setdefault((result.pool[owner[r]][0], result.pool[owner[r]][1].str), []).append(owner.pop(r))
+    return result
+
+
+def _donate(step: Loop, k, outs, ins, slot_of, donated, last_use, root_of, ninputs, result) -> None:
+    for leaf, s in zip(step.leaves, ins):
+        i = root_of(s)
+        if i >= ninputs or i not in donated or last_use.get(i) != k or leaf.op == "broadcast_to":
+            continue
+        if step.perm is not None or tuple(leaf.aval.shape) != tuple(step.domain) or leaf.op != "input":
+            continue
+        for o, so in zip(step.outputs, outs):
+            if (step.space[id(o)] == "full" and tuple(o.aval.shape) == tuple(leaf.aval.shape)
+                    and o.aval.dtype == leaf.aval.dtype and result.buffer.get(so, ("out",))[0] == "out"
+                    and not any(v == ("donate", i) for v in result.buffer.values())):
+                out_k = result.buffer.get(so)
+                result.buffer[so] = ("donate", i, out_k)
+                result.checks_inputs = True
+                break
+
+
+def fits(a, shape, dtype) -> bool:
+    return (type(a) is np.ndarray and a.shape == shape and a.dtype == dtype
+            and a.flags.c_contiguous and a.flags.writeable)
+
+
+def overlapping(arrays) -> bool:
+    """Whether any two of these arrays may share memory."""
+    arrs = [a for a in arrays if isinstance(a, np.ndarray)]
+    for i in range(len(arrs)):
+        for j in range(i + 1, len(arrs)):
+            if np.may_share_memory(arrs[i], arrs[j]):
+                return True
+    return False

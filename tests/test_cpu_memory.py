@@ -1,0 +1,95 @@
+"""Memory on the cpu target: pooled intermediates, caller outputs, donation,
+and slice updates written in place."""
+import numpy as np
+import pytest
+
+import braze
+
+from _compare import assert_same
+
+
+def two_kernels(x):
+    y = np.exp(x).sum(axis=0)  # a transposed reduction: its own kernel...
+    return np.tanh(x) * 2.0 + y  # ...feeding an elementwise one through an intermediate
+
+
+def test_intermediates_come_from_a_pool_reused_across_calls():
+    x = np.random.default_rng(0).standard_normal((64, 32))
+    f = braze.compile(lambda x: np.tanh(np.exp(x).T.sum(axis=-1))[:, None] * x.T, target="cpu")
+    first = f(x)
+    second = f(x * 2)
+    assert_same(first, np.tanh(np.exp(x).T.sum(axis=-1))[:, None] * x.T)
+    assert_same(second, np.tanh(np.exp(x * 2).T.sum(axis=-1))[:, None] * (x * 2).T)
+    assert not np.shares_memory(first, second)  # outputs are never pooled
+
+
+def test_into_writes_results_into_caller_arrays():
+    x = np.random.default_rng(1).standard_normal((50, 40)).astype(np.float32)
+    f = braze.compile(lambda x: (np.exp(x) * 2.0, x.sum(axis=-1)), target="cpu")
+    a, b = np.empty((50, 40), np.float32), np.empty(50, np.float32)
+    out = f.into((a, b))(x)
+    assert out[0] is a and out[1] is b
+    assert_same(a, np.exp(x) * 2.0)
+    assert_same(b, x.sum(axis=-1))
+    strided = np.empty((50, 80), np.float32)[:, ::2]  # does not fit: filled by a copy
+    f.into((strided, b))(x)
+    assert_same(strided, np.exp(x) * 2.0)
+
+
+def test_into_with_an_output_overlapping_the_input_is_still_right():
+    x = np.random.default_rng(2).standard_normal((30, 30))
+    expected = x.T + x
+    f = braze.compile(lambda x: x.T + x, target="cpu")
+    f.into(x)(x)  # NumPy would need a temporary here too
+    assert_same(x, expected)
+
+
+def test_into_rejects_the_wrong_structure():
+    f = braze.compile(lambda x: (x + 1, x - 1), target="cpu")
+    with pytest.raises(braze.BrazeError, match="structure"):
+        f.into(np.empty(3))(np.ones(3))
+
+
+def test_donated_input_becomes_the_output():
+    x = np.random.default_rng(3).standard_normal((256, 128))
+    expected = np.tanh(x) * 3.0
+    f = braze.compile(lambda x: np.tanh(x) * 3.0, target="cpu", donate_argnums=0)
+    y = f(x)
+    assert np.shares_memory(x, y)
+    assert_same(y, expected)
+
+
+def test_donation_is_skipped_when_unsafe():
+    x = np.random.default_rng(4).standard_normal((64, 64))
+    f = braze.compile(lambda x: x.T * 2.0, target="cpu", donate_argnums=0)  # reads other elements
+    expected = x.T * 2.0
+    assert_same(f(x), expected)
+
+
+def test_slice_updates_of_updated_inputs_write_in_place():
+    def heat(u, steps):
+        for _ in range(steps):
+            u[1:-1] = u[1:-1] + 0.25 * (u[:-2] - 2 * u[1:-1] + u[2:])
+        return u.sum()
+
+    rng = np.random.default_rng(5)
+    u1, u2 = rng.random(1000), None
+    u2 = u1.copy()
+    f = braze.compile(heat, target="cpu")
+    total = f(u1, 20)
+    assert_same(total, heat(u2, 20))
+    assert_same(u1, u2)
+    lowered = f.lower(u1, 20)
+    assert lowered.plan.count("extern update_slice") == 20
+
+
+def test_same_array_passed_twice_disables_in_place_tricks():
+    def f(a, b):
+        a[1:] = b[:-1] * 2.0
+        return a
+
+    x = np.arange(6.0)
+    y = np.arange(6.0)
+    expected = f(y, y)
+    braze.compile(f, target="cpu", donate_argnums=1)(x, x)
+    assert_same(x, expected)

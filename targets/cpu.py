@@ -81,7 +81,10 @@ def _buffer(spec, shape, dtype, call: _Call):
     return np.empty(shape, dtype)
 
 
-def _loop_runner(loop: Loop, slot_of: dict, kernel, ks, buffers: dict):
+def _loop_runner(loop: Loop, slot_of: dict, kernel, ks, buffers: dict, tier_up: bool = False):
+    """The kernel call for one loop. With ``tier_up``, the first call runs the
+    serial kernel (fast to compile) and starts compiling the parallel one in the
+    background; later calls use it once it is ready."""
     getters = [_leaf_getter(leaf, slot_of, loop.perm, len(loop.domain)) for leaf in ks.leaves]
     out_specs = [(slot_of[id(o)], tuple(o.aval.shape), np.dtype(o.aval.dtype), buffers.get(slot_of[id(o)]))
                  for o in ks.outputs]
@@ -102,6 +105,15 @@ def _loop_runner(loop: Loop, slot_of: dict, kernel, ks, buffers: dict):
         except Exception as exc:  # a corrupt numba cache entry: rebuilt once, then rerun
             kernel = cpu_cache.recover(kernel, exc)
             kernel(*args, *flats, *sizes, *consts)
+        if pending[0]:
+            pending[0] = False
+            cpu_cache.compile_parallel_later(ks.source, kernel, swap)
+
+    pending = [tier_up]
+
+    def swap(parallel):
+        nonlocal kernel
+        kernel = parallel
 
     return run
 
@@ -212,8 +224,13 @@ def lower_program(program: Program, donated=frozenset(), mutable=frozenset()) ->
         elif isinstance(step, Loop):
             ks = generate(step)
             work = int(np.prod(step.domain, dtype=np.int64))
-            kernel = cpu_cache.load(ks.source, "kernel" if work >= PARALLEL_MIN else "kernel_serial")
-            runners.append(_loop_runner(step, slot_of, kernel, ks, memory.buffer))
+            parallel = work >= PARALLEL_MIN
+            if parallel and cpu_cache.has_parallel(ks.source):
+                kernel = cpu_cache.load(ks.source, "kernel")
+                parallel = False  # already compiled: no tiering needed
+            else:
+                kernel = cpu_cache.load(ks.source, "kernel_serial")
+            runners.append(_loop_runner(step, slot_of, kernel, ks, memory.buffer, tier_up=parallel))
             sources.append(f"# {step.name}: {', '.join(m.op for m in step.members)}\n{ks.source}")
         else:
             runners.append(_op_runner(step.node, slot_of, index in memory.inplace))

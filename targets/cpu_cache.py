@@ -13,6 +13,7 @@ writes its own temporary file; ``os.replace`` is atomic).
 """
 from __future__ import annotations
 
+import atexit
 import hashlib
 import importlib.util
 import os
@@ -217,6 +218,59 @@ def _clear_numba_cache(directory: str, modname: str) -> None:
                     os.unlink(os.path.join(pycache, entry))
                 except OSError:
                     pass
+
+
+def has_parallel(source: str) -> bool:
+    """Whether the parallel kernel of ``source`` was compiled into the disk cache."""
+    return os.path.exists(_marker(source))
+
+
+def _marker(source: str) -> str:
+    return os.path.join(cache_dir(), f"braze_k_{key_of(source)}.parallel")
+
+
+_background: list[threading.Thread] = []
+
+
+def compile_parallel_later(source: str, serial, on_ready) -> None:
+    """Tiered compilation: compile ``kernel`` (prange) for the argument types the
+    serial kernel was just called with, in a background thread, then hand it to
+    ``on_ready``. LLVM's work runs outside the GIL (llvmlite calls through ctypes)."""
+
+    def work():
+        try:
+            parallel = load(source, "kernel")
+            for sig in list(serial.signatures):
+                parallel.compile(sig)
+            try:
+                with open(_marker(source), "w") as f:
+                    f.write("compiled\n")
+            except OSError:
+                pass
+            on_ready(parallel)
+        except Exception as exc:  # keep the serial kernel; say why once
+            key = f"parallel:{key_of(source)}"
+            if key not in _warned:
+                _warned.add(key)
+                warnings.warn(f"braze: compiling the parallel kernel failed ({exc}); running serially",
+                              RuntimeWarning)
+
+    t = threading.Thread(target=work, name="braze-compile", daemon=True)
+    _background.append(t)
+    t.start()
+
+
+def wait_background(timeout: float | None = None) -> None:
+    """Wait for background compilations (tests and benchmarks use this)."""
+    for t in list(_background):
+        t.join(timeout)
+        if not t.is_alive():
+            _background.remove(t)
+
+
+# A process that exits while a parallel kernel compiles would leave the next
+# process to compile it again: finish them first (bounded).
+atexit.register(wait_background, 30.0)
 
 
 def info() -> dict:

@@ -62,10 +62,24 @@ FLAGS = 'fastmath={"reassoc", "contract", "nsz"}, error_model="numpy", cache=Tru
 
 
 
+BLOCK = 256  # float32 sums: vectorized float32 partial sums over blocks, added in float64
+
+
+def _keyed(node: Node) -> bool:
+    """Float max/min reduce integer order keys (see cpu_runtime.fkey)."""
+    return node.op in ("reduce_max", "reduce_min") and np.dtype(node.aval.dtype).kind == "f"
+
+
+def _blocked(node: Node) -> bool:
+    return node.op in ("reduce_sum", "reduce_prod") and np.dtype(node.aval.dtype) == np.float32
+
+
 def _acc_dtype(node: Node) -> np.dtype:
     out = np.dtype(node.aval.dtype)
     if node.op in ("reduce_sum", "reduce_prod") and out.kind == "f" and out.itemsize < 8:
-        return np.dtype(np.float64)  # float32 sums accumulate in float64
+        return np.dtype(np.float64)  # float32 sums accumulate in float64 (per block)
+    if _keyed(node):
+        return np.dtype(np.int32 if out.itemsize == 4 else np.int64)
     return out
 
 
@@ -77,6 +91,10 @@ def _init(node: Node) -> str:
         return literal(0, dt)
     if op == "reduce_prod":
         return literal(1, dt)
+    if _keyed(node):
+        from .cpu_runtime import key_of_float
+
+        return literal(key_of_float(-np.inf if op == "reduce_max" else np.inf, node.aval.dtype), dt)
     if op in ("reduce_max", "argmax"):
         ref = dt if op == "reduce_max" else src
         return literal(-np.inf, ref) if ref.kind == "f" else literal(np.iinfo(ref).min if ref.kind in "iu" else 0, ref)
@@ -125,6 +143,7 @@ class _Gen:
         self.const_names: dict[int, str] = {}
         self.leaf_shapes = [self._leaf_shape(n) for n in loop.leaves]
         self._names = 0
+        self._blocking = False
         self._plan_passes()
 
     def _fresh(self, prefix: str) -> str:
@@ -274,15 +293,21 @@ class _Gen:
         op = red.op
         dt = _acc_dtype(red)
         if op == "reduce_sum":
+            if _blocked(red) and self._blocking:
+                return [f"{acc}_b += {cast(value, np.float32)}"]
             return [f"{acc} += {cast(value, dt)}"]
         if op == "reduce_prod":
+            if _blocked(red) and self._blocking:
+                return [f"{acc}_b *= {cast(value, np.float32)}"]
             return [f"{acc} *= {cast(value, dt)}"]
         if op in ("reduce_max", "reduce_min"):
             cmp = ">" if op == "reduce_max" else "<"
-            lines = [f"{acc} = {value} if {value} {cmp} {acc} else {acc}"]
-            if dt.kind == "f":
-                lines.append(f"{acc}_nan = {acc}_nan | ({value} != {value})")
-            return lines
+            if _keyed(red):
+                key = f"k_{acc}"
+                return [f"{key} = rt.fkey({value})",
+                        f"{acc} = {key} if {key} {cmp} {acc} else {acc}",
+                        f"{acc}_nan = {acc}_nan | ({value} != {value})"]
+            return [f"{acc} = {value} if {value} {cmp} {acc} else {acc}"]
         if op == "reduce_any":
             return [f"{acc} = {acc} | ({value} != 0)"]
         if op == "reduce_all":
@@ -303,7 +328,7 @@ class _Gen:
         if red.op in ("argmax", "argmin"):
             lines.append(f"{acc}_i = 0")
             lines.append(f"{acc}_nan = False")
-        elif red.op in ("reduce_max", "reduce_min") and _acc_dtype(red).kind == "f":
+        elif _keyed(red):
             lines.append(f"{acc}_nan = False")
         return lines
 
@@ -311,8 +336,8 @@ class _Gen:
         dt = np.dtype(red.aval.dtype)
         if red.op in ("argmax", "argmin"):
             return f"{acc}_i"
-        if red.op in ("reduce_max", "reduce_min") and _acc_dtype(red).kind == "f":
-            return cast(f"({literal(np.nan, dt)} if {acc}_nan else {acc})", dt)
+        if _keyed(red):
+            return cast(f"({literal(np.nan, dt)} if {acc}_nan else rt.funkey({acc}))", dt)
         return cast(acc, dt)
 
     def _inner_sizes(self) -> list[str]:
@@ -366,12 +391,30 @@ class _Gen:
                 accs[id(red)] = f"acc{len(accs)}"
                 for line in self._acc_init(red, accs[id(red)]):
                     w(line)
-            for k in range(self.nin):
-                w(f"for j{k} in range(d{self.od + k}):")
+            blocked = [r for r in self._reductions(p) if _blocked(r)] if self.nin == 1 else []
+            self._blocking = bool(blocked)
+            if blocked:
+                w(f"for jb in range(0, d{self.od}, {BLOCK}):")
                 w.indent()
+                for r in blocked:
+                    w(f"{accs[id(r)]}_b = np.float32({0 if r.op == 'reduce_sum' else 1})")
+                w(f"for j0 in range(jb, min(d{self.od}, jb + {BLOCK})):")
+                w.indent()
+            else:
+                for k in range(self.nin):
+                    w(f"for j{k} in range(d{self.od + k}):")
+                    w.indent()
             self._pass_body(w, env, p, accs, f"o * ni + {self._flat_inner()}")
-            for _ in range(self.nin):
+            if blocked:
                 w.dedent()
+                for r in blocked:
+                    op = "+=" if r.op == "reduce_sum" else "*="
+                    w(f"{accs[id(r)]} {op} np.float64({accs[id(r)]}_b)")
+                w.dedent()
+            else:
+                for _ in range(self.nin):
+                    w.dedent()
+            self._blocking = False
             for red in self._reductions(p):
                 var = self._fresh("red")
                 w(f"{var} = {self._acc_result(red, accs[id(red)])}")
@@ -417,7 +460,7 @@ class _Gen:
                 if red.op in ("argmax", "argmin"):
                     w(f"{acc}_ipart = np.empty(nch, np.int64)")
                     w(f"{acc}_npart = np.empty(nch, np.bool_)")
-                elif red.op in ("reduce_max", "reduce_min") and _acc_dtype(red).kind == "f":
+                elif _keyed(red):
                     w(f"{acc}_npart = np.empty(nch, np.bool_)")
             w(f"for c in {self.rng}(nch):")
             w.indent()
@@ -447,7 +490,7 @@ class _Gen:
                 if red.op in ("argmax", "argmin"):
                     w(f"{acc}_ipart[c] = {acc}_i")
                     w(f"{acc}_npart[c] = {acc}_nan")
-                elif red.op in ("reduce_max", "reduce_min") and _acc_dtype(red).kind == "f":
+                elif _keyed(red):
                     w(f"{acc}_npart[c] = {acc}_nan")
             w.dedent()
             for red in reds:
@@ -474,7 +517,7 @@ class _Gen:
                     else:
                         cmp = ">" if red.op == "reduce_max" else "<"
                         w(f"{acc} = v if v {cmp} {acc} else {acc}")
-                        if _acc_dtype(red).kind == "f":
+                        if _keyed(red):
                             w(f"{acc}_nan = {acc}_nan | {acc}_npart[c]")
                 w.dedent()
                 var = self._fresh("red")

@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.extending import intrinsic
 
 _jit = njit(cache=True, error_model="numpy")
 
@@ -195,3 +196,51 @@ def logaddexp2(x, y):
     if tmp <= 0:
         return y + math.log1p(2.0 ** tmp) / math.log(2.0)
     return tmp
+
+
+# ---- order keys: max/min of floats as integer max/min (which vectorize).
+# LLVM vectorizes a float max reduction only under the no-NaNs flag, which
+# NumPy's NaN semantics forbid; kernels track NaN separately and reduce the
+# float's order-preserving integer key instead.
+
+def _key_transform(builder, b, width):
+    from llvmlite import ir
+
+    sign = builder.ashr(b, ir.Constant(b.type, width - 1))
+    return builder.xor(b, builder.and_(sign, ir.Constant(b.type, (1 << (width - 1)) - 1)))
+
+
+@intrinsic
+def fkey(typingctx, x):
+    """An integer that orders like the float ``x`` (NaN aside)."""
+    if x not in (types.float32, types.float64):
+        return None
+    ity, width = (types.int32, 32) if x == types.float32 else (types.int64, 64)
+
+    def codegen(context, builder, signature, args):
+        b = builder.bitcast(args[0], context.get_value_type(ity))
+        return _key_transform(builder, b, width)
+
+    return ity(x), codegen
+
+
+@intrinsic
+def funkey(typingctx, k):
+    """The float whose key is ``k`` (the key map is its own inverse)."""
+    if k not in (types.int32, types.int64):
+        return None
+    fty, width = (types.float32, 32) if k == types.int32 else (types.float64, 64)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(_key_transform(builder, args[0], width), context.get_value_type(fty))
+
+    return fty(k), codegen
+
+
+def key_of_float(value, dtype) -> int:
+    """``fkey`` in Python, for the initial value of a reduction."""
+    dtype = np.dtype(dtype)
+    ity = np.int32 if dtype == np.float32 else np.int64
+    b = int(np.asarray(value, dtype).view(ity))
+    bits = dtype.itemsize * 8
+    return b ^ ((b >> (bits - 1)) & ((1 << (bits - 1)) - 1))

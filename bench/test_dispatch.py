@@ -1,0 +1,62 @@
+"""Per-call overhead on tiny inputs (workload A at 8 elements), and compile time."""
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+import numpy as np
+import pytest
+
+import braze
+from braze import workloads as W
+
+ARGS = tuple(np.random.default_rng(0).random(8).astype(np.float32) for _ in range(4))
+
+
+@pytest.mark.parametrize("impl", ["numpy", "braze", "numba", "jax", "torch"])
+def test_dispatch_8_elements(benchmark, impl):
+    benchmark.group = "dispatch: workload A, 8 float32"
+    if impl == "numpy":
+        fn = W.expexp
+    elif impl == "braze":
+        fn = braze.compile(W.expexp, target="cpu")
+    else:
+        status = W.available_peers()
+        if status.get(impl):
+            pytest.skip(f"{impl} {status[impl]}")
+        fn = W._peer(impl, W.WORKLOADS["A"])
+    fn(*ARGS)
+    benchmark(fn, *ARGS)
+
+
+COMPILE = textwrap.dedent("""
+    import time, numpy as np
+    t0 = time.perf_counter()
+    import braze
+    from braze import workloads as W
+    x = np.random.default_rng(0).standard_normal((4096, 1024)).astype(np.float32)
+    f = braze.compile(W.softmax, target="cpu")
+    t1 = time.perf_counter()
+    f(x)
+    print(time.perf_counter() - t1, t1 - t0)
+""")
+
+
+def _first_call(cache_dir):
+    env = dict(os.environ, BRAZE_CACHE_DIR=cache_dir)
+    out = subprocess.run([sys.executable, "-c", COMPILE], env=env, capture_output=True, text=True, check=True)
+    first, imports = map(float, out.stdout.split())
+    return first, imports
+
+
+def test_compile_softmax_cold_and_warm(benchmark):
+    """First call of a compiled softmax (4096x1024 f32) in a fresh process: with an
+    empty cache directory (cold) and with the cache the cold run filled (warm)."""
+    with tempfile.TemporaryDirectory() as d:
+        cold, imports = _first_call(d)
+        warm = min(_first_call(d)[0] for _ in range(3))
+    benchmark.extra_info.update({"cold first call s": round(cold, 3), "warm first call s": round(warm, 3),
+                                 "import braze s": round(imports, 3)})
+    benchmark.pedantic(lambda: None, rounds=1)
+    print(f"\nsoftmax first call: cold {cold:.3f} s, warm {warm:.3f} s (import {imports:.3f} s)")

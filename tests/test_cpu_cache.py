@@ -131,3 +131,17 @@ def test_concurrent_processes_fill_one_fresh_cache(tmp_path):
         assert p.returncode == 0, err
         assert '"ok": true' in out
     assert run_process(tmp_path)["numba_compiles"] == 0
+
+
+def test_cache_info_and_clear_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("BRAZE_CACHE_DIR", str(tmp_path))
+    f = braze.compile(lambda x: np.sqrt(x) + 1.0, target="cpu")
+    f(np.ones(5))
+    f(np.ones(5))
+    info = braze.cache_info()
+    assert info["hits"] >= 1 and info["misses"] >= 1 and info["traces"] >= 1
+    assert info["cpu_kernels"]["dir"] == str(tmp_path) and info["cpu_kernels"]["modules_on_disk"] >= 1
+    braze.clear_cache()
+    assert f.cache_info().size == 0
+    assert not list(tmp_path.glob("braze_k_*"))
+    assert f(np.ones(5))[0] == 2.0  # and everything works again

@@ -11,7 +11,7 @@ __version__ = "0.1.0"
 
 from . import ops as _ops  # noqa: F401  (declares every primitive)
 from . import numpy  # noqa: F401
-from .api import CacheInfo, Compiled, Lowered, compile, trace  # noqa: A004
+from .api import CacheInfo, Compiled, Lowered, cache_info, clear_cache, compile, trace  # noqa: A004
 from .composite import Composite, composite
 from .core import bind
 from .errors import (
@@ -29,5 +29,5 @@ from .graph import Graph, Node
 __all__ = [
     "BrazeError", "CacheInfo", "Compiled", "Composite", "CompositeError", "ConcretizationError",
     "DTypeError", "Graph", "Lowered", "Node", "ShapeError", "TargetError", "TraceError",
-    "UnsupportedOpError", "bind", "compile", "composite", "numpy", "trace",
+    "UnsupportedOpError", "bind", "cache_info", "clear_cache", "compile", "composite", "numpy", "trace",
 ]

@@ -14,6 +14,7 @@ import functools
 import inspect
 import math
 import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -122,6 +123,7 @@ class Compiled:
         self._lock = threading.Lock()
         self._info = CacheInfo()
         self._last_call: _Call | None = None
+        _COMPILED.add(self)
 
     # ---- calling
     def __call__(self, *args, **kwargs):
@@ -335,6 +337,38 @@ class Compiled:
         if len(call.avals) != len(last.avals):
             return "new structure: a different number of array arguments"
         return "new static value"
+
+
+_COMPILED: "weakref.WeakSet[Compiled]" = weakref.WeakSet()
+
+
+def cache_info() -> dict:
+    """braze's caches: traced signatures of every live compiled function (in
+    memory) and the CPU target's kernel cache (in memory and on disk).
+
+    >>> import braze
+    >>> sorted(braze.cache_info())[:3]
+    ['cpu_kernels', 'functions', 'hits']
+    """
+    infos = [f.cache_info() for f in list(_COMPILED)]
+    from braze.targets import cpu_cache
+
+    return {
+        "functions": len(infos),
+        "traces": sum(i.size for i in infos),
+        "hits": sum(i.hits for i in infos),
+        "misses": sum(i.misses for i in infos),
+        "cpu_kernels": cpu_cache.info(),
+    }
+
+
+def clear_cache() -> None:
+    """Forget every trace and kernel, in memory and in the on-disk kernel cache."""
+    for f in list(_COMPILED):
+        f.clear_cache()
+    from braze.targets import cpu_cache
+
+    cpu_cache.clear()
 
 
 def _same(a, b) -> bool:

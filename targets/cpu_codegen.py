@@ -203,6 +203,35 @@ class _Gen:
         for o in self.full_outputs:
             self.write_pass[id(o)] = max(self.write_pass[id(o)], 1)
         self.nloops = max([self.npasses] + list(self.write_pass.values()) + [0])
+        self._plan_stash()
+
+    def _plan_stash(self):
+        """A value computed for a reduction in an early pass and needed again by an
+        output written later is stored in that output's buffer, not recomputed
+        (softmax: exp(x - max) is summed in pass 2 and divided in pass 3)."""
+        self.stash: dict[int, tuple[int, int]] = {}  # id(value) -> (output index, pass)
+        used = set()
+        for out in self.full_outputs:
+            later = self.write_pass[id(out)]
+            ancestors = self._ancestors(out)
+            for p in range(1, later):
+                for red in self._reductions(p):
+                    v = red.inputs[0]
+                    if (id(v) in self.members and self.space[id(v)] == "full" and id(v) in ancestors
+                            and v.aval.dtype == out.aval.dtype and id(v) not in self.stash
+                            and id(out) not in used and v.op not in LAYOUT_OPS):
+                        self.stash[id(v)] = (self.out_index[id(out)], p)
+                        used.add(id(out))
+
+    def _ancestors(self, node: Node) -> set[int]:
+        seen, stack = set(), [node]
+        while stack:
+            n = stack.pop()
+            for i in n.inputs:
+                if id(i) in self.members and id(i) not in seen:
+                    seen.add(id(i))
+                    stack.append(i)
+        return seen
 
     # ---- expressions
     def _operand(self, node: Node, space: str, env: dict) -> str:
@@ -355,12 +384,20 @@ class _Gen:
         inner_env = dict(env)
         inner_env["__lines__"] = []
         lines = []
+        for vid, (k, q) in self.stash.items():  # read back what an earlier pass stored
+            if q < p and any(self.write_pass[id(o)] == p and self.out_index[id(o)] == k for o in self.full_outputs):
+                var = self._fresh("st")
+                lines.append(f"{var} = o{k}[{out_flat}]")
+                inner_env[vid] = var
         for red in self._reductions(p):
             value = self._value(red.inputs[0], inner_env) if id(red.inputs[0]) in self.members else \
                 self._operand(red.inputs[0], "full", inner_env)
             lines.extend(inner_env["__lines__"])
             inner_env["__lines__"] = []
             lines.extend(self._acc_update(red, value, accs[id(red)], self._flat_inner()))
+            stash = self.stash.get(id(red.inputs[0]))
+            if stash is not None and stash[1] == p:
+                lines.append(f"o{stash[0]}[{out_flat}] = {value}")
         for out in self.full_outputs:
             if self.write_pass[id(out)] == p:
                 value = self._value(out, inner_env)

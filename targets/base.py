@@ -17,6 +17,7 @@ class Executable:
         self.run = run
         self.plan = plan
         self.source = source
+        self.sites: dict = {}  # composite site path -> kernel name, where the target knows
 
     def __call__(self, inputs: Sequence, outs=None) -> list:
         return self.run(inputs) if outs is None else self.run(inputs, outs)

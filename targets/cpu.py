@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import os
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before numba starts its OpenMP pool
+if not os.environ.get("BRAZE_KEEP_OMP_DEFAULT"):  # (bench/threading_policy.py compares)
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before numba starts its OpenMP pool
 
 import numpy as np  # noqa: E402
 
@@ -194,9 +195,22 @@ class CPUTarget(Target):
                 f"cache {cpu_cache.cache_dir()}")
 
     def lower(self, graph: Graph, donated=frozenset(), mutable=frozenset()) -> Executable:
-        graph, _ = run_passes(inline_composites(graph))
+        record: dict = {}
+        graph, _ = run_passes(inline_composites(graph, record))
         program = fuse(graph)
-        return lower_program(program, frozenset(donated), frozenset(mutable))
+        executable = lower_program(program, frozenset(donated), frozenset(mutable))
+        executable.sites = _kernels_of_sites(program, record)
+        return executable
+
+
+def _kernels_of_sites(program: Program, record: dict) -> dict:
+    """Site path of each inlined composite -> the loop computing its result."""
+    where = {}
+    for step in program.steps:
+        if isinstance(step, Loop):
+            for m in step.members:
+                where.setdefault(m, step.name)
+    return {site: where[outs[0]] for site, outs in record.items() if outs and outs[0] in where}
 
 
 def lower_program(program: Program, donated=frozenset(), mutable=frozenset()) -> Executable:

@@ -278,7 +278,9 @@ def info() -> dict:
     directory = cache_dir()
     modules = [f for f in os.listdir(directory) if f.startswith("braze_k_")] if os.path.isdir(directory) else []
     hits = misses = 0
-    for fn in _loaded.values():
+    with _lock:
+        loaded = list(_loaded.values())
+    for fn in loaded:
         stats = getattr(fn, "stats", None)
         if stats is not None:
             hits += sum(stats.cache_hits.values())

@@ -24,7 +24,7 @@ def softmax(x):
 def numba_compilations():
     """Machine-code compilations (not disk loads) of every loaded kernel so far."""
     total = 0
-    for fn in cpu_cache._loaded.values():
+    for fn in list(cpu_cache._loaded.values()):
         total += len(fn.signatures) - sum(fn.stats.cache_hits.values())
     return total
 
@@ -39,7 +39,7 @@ def test_new_batch_sizes_reuse_the_compiled_kernel(tmp_path, monkeypatch):
     x = rng.standard_normal((32, 1024)).astype(np.float32)
     np.testing.assert_allclose(f(x), softmax(x), rtol=1e-5, atol=1e-7)
     cpu_cache.wait_background()
-    mine = [fn for (key, _), fn in cpu_cache._loaded.items() if str(tmp_path) in fn.py_func.__code__.co_filename]
+    mine = [fn for (key, _), fn in list(cpu_cache._loaded.items()) if str(tmp_path) in fn.py_func.__code__.co_filename]
     assert mine and all(len(fn.signatures) == 1 for fn in mine)
     after_first = numba_compilations()
     for rows in (64, 1000):

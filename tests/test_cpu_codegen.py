@@ -41,7 +41,7 @@ def test_hot_loops_vectorize(tmp_path, monkeypatch, name, fn, shape):
     monkeypatch.setenv("BRAZE_CACHE_DIR", str(tmp_path))  # numba only shows asm of fresh code
     args = [np.random.default_rng(0).standard_normal(s).astype(np.float32) for s in shape]
     braze.compile(fn, target="cpu")(*args)
-    (kernel,) = [k for (_, n), k in cpu_cache._loaded.items()
+    (kernel,) = [k for (_, n), k in list(cpu_cache._loaded.items())
                  if n == "kernel_serial" and str(tmp_path) in k.py_func.__code__.co_filename]
     count, calls = packed(kernel)
     assert count >= 16, f"{name}: only {count} packed ymm instructions"

@@ -25,7 +25,9 @@ from .aval import Aval, aval_of_value
 from .core import EagerContext, current_context
 from .errors import BrazeError, where
 from .graph import Graph
+from . import registry
 from .passes import run_passes
+from .select import select
 from .tracing import GraphContext, trace_flat
 
 
@@ -70,6 +72,10 @@ class _Entry:
     out_tree: tuple
     n_out: int
     mutated: list[int]  # dynamic-leaf indices whose arrays the function updated in place
+    choices: list = field(default_factory=list)   # the selection pass's decisions
+    versions: tuple = ()                          # (composite name, registry version) it depended on
+    registry_version: int = 0
+    donated: tuple = ()
 
 
 @dataclass
@@ -92,7 +98,10 @@ class Lowered:
         self.ir = entry.graph
         self.graph = str(entry.graph)
         self.stages = entry.stages
-        self.plan = entry.executable.plan
+        sites = entry.executable.sites
+        selection = "\n".join(c.describe(sites.get(c.site)) for c in entry.choices)
+        self.choices = entry.choices
+        self.plan = (selection + "\n\n" if selection else "") + entry.executable.plan
         self.source = entry.executable.source
         self.target = target
 
@@ -133,7 +142,8 @@ class Compiled:
                 fast = self._fast.get(tuple([(a.shape, a.dtype) for a in args if type(a) is np.ndarray]))
             except AttributeError:
                 fast = None
-            if fast is not None and fast[1] == len(args) and type(current_context()) is EagerContext:
+            if (fast is not None and fast[1] == len(args) and type(current_context()) is EagerContext
+                    and fast[2].registry_version == registry.VERSION[0] and not registry.disabled_state()):
                 self._info.hits += 1
                 return fast[0](list(args))
         if isinstance(current_context(), GraphContext):
@@ -143,15 +153,17 @@ class Compiled:
         if entry is None:
             entry = self._compile(call)
         else:
+            entry = self._fresh(entry)
             self._info.hits += 1
         if (not kwargs and len(call.dynamic) == len(args)
                 and all(type(a) is np.ndarray and a is d for a, d in zip(args, call.dynamic))):
-            self._fast[tuple((a.shape, a.dtype) for a in args)] = (self._runner(entry), len(args))
+            self._fast[tuple((a.shape, a.dtype) for a in args)] = (self._runner(entry), len(args), entry)
         return self._run(entry, call.dynamic)
 
     def _runner(self, entry: _Entry):
         """A closure running ``entry`` on a list of arrays, with as little work as possible."""
         run, n_out, mutated, tree = entry.executable.run, entry.n_out, entry.mutated, entry.out_tree
+        # (a registry change replaces entry.executable and clears the fast path)
         if not mutated and tree == pytree.LEAF:
             def single(dynamic):
                 out = run(dynamic)[0]
@@ -186,7 +198,8 @@ class Compiled:
 
         def call(*args, **kwargs):
             c = self._split(args, kwargs)
-            entry = self._cache.get(c.key) or self._compile(c)
+            entry = self._cache.get(c.key)
+            entry = self._fresh(entry) if entry is not None else self._compile(c)
             if tree != entry.out_tree or not all(isinstance(a, np.ndarray) for a in leaves):
                 raise BrazeError(
                     f"{self.__name__}.into: out has structure {pytree.describe(tree)} but the function "
@@ -211,7 +224,8 @@ class Compiled:
     def lower(self, *args, **kwargs) -> Lowered:
         """Trace (or reuse) and lower for these arguments; see ``Lowered``."""
         call = self._split(args, kwargs)
-        entry = self._cache.get(call.key) or self._compile(call)
+        entry = self._cache.get(call.key)
+        entry = self._fresh(entry) if entry is not None else self._compile(call)
         return Lowered(entry, self.target)
 
     def cache_info(self) -> CacheInfo:
@@ -269,7 +283,7 @@ class Compiled:
                     leaf_kinds.append(("static", static))
                     statics.append((path, leaf))
             key_parts.append((name, treedef, tuple(leaf_kinds)))
-        key = (tuple(key_parts), self.target.cache_key())
+        key = (tuple(key_parts), self.target.cache_key(), registry.disabled_state())
 
         def rebuild(tracers):
             it = iter(tracers)
@@ -310,13 +324,36 @@ class Compiled:
             graph, mutated = trace_flat(flat_fn, call.avals, call.names)
             n_out = len(graph.outputs) - len(mutated)
             graph, stages = run_passes(graph, keep_stages=True)
-            executable = self.target.lower(graph, donated=frozenset(call.donated), mutable=frozenset(mutated))
-            entry = _Entry(call.key, graph, stages, executable, out_tree[0], n_out, mutated)
+            entry = _Entry(call.key, graph, stages, None, out_tree[0], n_out, mutated, donated=call.donated)
+            self._select_and_lower(entry)
             self._info.reasons.append(self._miss_reason(call))
             self._info.misses += 1
             self._cache[call.key] = entry
             self._last_call = call
             return entry
+
+    def _select_and_lower(self, entry: _Entry) -> None:
+        version = registry.VERSION[0]
+        selected, choices = select(entry.graph, self.target.name)
+        entry.choices = choices
+        entry.versions = tuple(sorted({(c.name, registry.version(c.name)) for c in choices}))
+        entry.registry_version = version
+        entry.executable = self.target.lower(selected, donated=frozenset(entry.donated),
+                                             mutable=frozenset(entry.mutated))
+
+    def _fresh(self, entry: _Entry) -> _Entry:
+        """``entry``, re-selected and re-lowered if kernels it could use changed."""
+        if entry.registry_version == registry.VERSION[0]:
+            return entry
+        if all(registry.version(name) == v for name, v in entry.versions):
+            entry.registry_version = registry.VERSION[0]
+            return entry
+        with self._lock:
+            self._select_and_lower(entry)
+            self._fast.clear()
+            self._info.reasons.append("registry changed: re-selected kernels for " +
+                                      ", ".join(sorted({n for n, _ in entry.versions})))
+        return entry
 
     def _miss_reason(self, call: _Call) -> str:
         last = self._last_call

@@ -133,7 +133,7 @@ def _trace_composite(ctx, inputs, params):
             f"composite {comp.name} must return an array or a tuple of arrays, got "
             f"{pytree.describe(out_tree[0])}{where()}"
         )
-    return {"name": comp.name, "attrs": attrs, "body": graph}, aval
+    return {"name": comp.name, "attrs": attrs, "body": graph, "site": ctx.next_site()}, aval
 
 
 TRACE_RULES["composite"] = _trace_composite

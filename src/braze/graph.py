@@ -198,6 +198,7 @@ def format_graph(graph: Graph, indent: str = "") -> str:
         counter += 1
         params = node.kw
         body = params.pop("body", None)
+        params.pop("site", None)
         label = node.op
         if node.op == "composite":
             label = f"composite[{params.pop('name')}"

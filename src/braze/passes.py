@@ -77,15 +77,17 @@ def simplify_bodies(graph: Graph) -> Graph:
     return rewrite(graph, visit)
 
 
-def inline_composites(graph: Graph) -> Graph:
+def inline_composites(graph: Graph, record: dict | None = None, prefix: tuple = ()) -> Graph:
     """Replace every composite node by its body's nodes (the body is the
-    reference implementation; fusion then compiles it with its neighbours)."""
+    reference implementation; fusion then compiles it with its neighbours).
+    ``record`` maps each call's site path to its inlined result nodes."""
 
     def splice(node: Node) -> Node:
         if node.op != "composite":
             return node
         body = node.kw["body"]
-        body = inline_composites(body)
+        site = prefix + (node.kw.get("site"),)
+        body = inline_composites(body, record, site)
         mapping = {id(i): a for i, a in zip(body.inputs, node.inputs)}
         captured = {}
         for n in body.nodes:
@@ -96,6 +98,8 @@ def inline_composites(graph: Graph) -> Graph:
                 continue
             mapping[id(n)] = n.replace(mapping.get(id(i), captured.get(id(i), i)) for i in n.inputs)
         outs = [mapping.get(id(o), captured.get(id(o), o)) for o in body.outputs]
+        if record is not None:
+            record[site] = outs
         if isinstance(node.aval, tuple):
             return Node.make("composite_outputs", outs, node.aval)
         return outs[0]

@@ -117,6 +117,12 @@ class GraphContext:
         self.captures: list[np.ndarray] = []
         self._capture_nodes: dict[int, Node] = {}
         self._interned: dict[Node, Node] = {}
+        self._sites = 0
+
+    def next_site(self) -> int:
+        """A number for each composite call in this trace (explain follows it)."""
+        self._sites += 1
+        return self._sites - 1
 
     def intern(self, node: Node) -> Node:
         return self._interned.setdefault(node, node)

@@ -25,9 +25,29 @@ from .errors import (
     UnsupportedOpError,
 )
 from .graph import Graph, Node
+from .registry import disable_kernels, register_kernel
+from .select import KernelError
+from .verify import verify
+from . import testing  # noqa: F401
+
+
+def explain(fn, *args, **kwargs) -> str:
+    """Everything braze decided for ``fn`` on these arguments, for people:
+    the graph, the kernel chosen for each composite call and why, the fused
+    kernels and their generated source. ``fn`` may be a compiled function
+    (its target is used) or a plain one (compiled for "auto").
+
+    >>> import numpy as np, braze
+    >>> text = braze.explain(braze.compile(lambda x: np.exp(x) + 1, target="generic"), np.ones(3))
+    >>> "exp" in text
+    True
+    """
+    compiled = fn if isinstance(fn, Compiled) else compile(fn)
+    return str(compiled.lower(*args, **kwargs))
 
 __all__ = [
     "BrazeError", "CacheInfo", "Compiled", "Composite", "CompositeError", "ConcretizationError",
     "DTypeError", "Graph", "Lowered", "Node", "ShapeError", "TargetError", "TraceError",
-    "UnsupportedOpError", "bind", "cache_info", "clear_cache", "compile", "composite", "numpy", "trace",
+    "UnsupportedOpError", "KernelError", "bind", "cache_info", "clear_cache", "compile",
+    "disable_kernels", "explain", "register_kernel", "verify", "testing", "composite", "numpy", "trace",
 ]

@@ -155,7 +155,7 @@ class Compiled:
         else:
             entry = self._fresh(entry)
             self._info.hits += 1
-        if (not kwargs and len(call.dynamic) == len(args)
+        if (not kwargs and len(call.dynamic) == len(args) and not registry.disabled_state()
                 and all(type(a) is np.ndarray and a is d for a, d in zip(args, call.dynamic))):
             self._fast[tuple((a.shape, a.dtype) for a in args)] = (self._runner(entry), len(args), entry)
         return self._run(entry, call.dynamic)

@@ -32,9 +32,10 @@ def check_name(name) -> str:
 class Composite:
     """A named composite op. Call it like the function it wraps."""
 
-    def __init__(self, name: str, fn):
+    def __init__(self, name: str, fn, examples=None):
         self.name = check_name(name)
         self.fn = fn
+        self.examples = examples  # () -> list of (args, attrs) or of argument tuples
         self.__wrapped__ = fn
         self.__doc__ = fn.__doc__
         self.__name__ = getattr(fn, "__name__", name)
@@ -71,6 +72,14 @@ class Composite:
             flat.extend(value if isinstance(value, tuple) and _is_varargs(self._sig, value, bound) else [value])
         return bind("composite", *flat, composite=self, attrs=attr_items)
 
+    def register(self, target: str, *, priority: int = 0, when=None, backward=None, abstract=None):
+        """Decorator: register a ``target`` kernel for this composite (see
+        ``braze.register_kernel``)."""
+        from .registry import register_kernel
+
+        return register_kernel(self.name, target, priority=priority, when=when, backward=backward,
+                               abstract=abstract)
+
     def __repr__(self):
         return f"<braze.composite {self.name}>"
 
@@ -90,7 +99,7 @@ def _hashable(value) -> bool:
         return False
 
 
-def composite(name: str):
+def composite(name: str, *, examples=None):
     """Decorator: make ``fn`` the composite op ``name`` (``org.semantic.opname``).
 
     >>> import numpy as np, braze
@@ -103,9 +112,19 @@ def composite(name: str):
     check_name(name)
 
     def decorate(fn) -> Composite:
-        return Composite(name, fn)
+        comp = Composite(name, fn, examples)
+        _DEFINED.setdefault(name, []).append(comp)
+        return comp
 
     return decorate
+
+
+# name -> composites declaring it (several functions may declare one name)
+_DEFINED: dict[str, list[Composite]] = {}
+
+
+def defined(name: str | None = None) -> dict[str, list[Composite]]:
+    return {n: list(c) for n, c in _DEFINED.items() if name is None or n == name}
 
 
 def _trace_composite(ctx, inputs, params):

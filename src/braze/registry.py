@@ -44,7 +44,7 @@ class KernelEntry:
 
     @property
     def label(self) -> str:
-        return getattr(self.fn, "__qualname__", None) or getattr(self.fn, "__name__", repr(self.fn))
+        return getattr(self.fn, "__name__", None) or repr(self.fn)
 
     def __hash__(self):
         return hash(("kernel", self.seq))

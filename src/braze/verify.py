@@ -1,0 +1,123 @@
+"""Checking registered kernels against their composites' bodies.
+
+``verify`` runs every registered kernel (or those of one composite) on its
+composite's example inputs, each kernel itself (not the one selection would
+pick), and compares with the body evaluated on the ``generic`` target. ``braze.testing`` wraps
+it for pytest.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import registry
+from .composite import defined
+from .errors import CompositeError
+
+
+@dataclass
+class Report:
+    name: str
+    kernel: str
+    target: str
+    dtype: str
+    max_abs_error: float
+    max_rel_error: float
+    examples: int
+    ok: bool
+    detail: str = ""
+
+    def __str__(self):
+        status = "ok" if self.ok else "FAILED"
+        return (f"{self.name:28s} {self.kernel:28s} {self.target:7s} {self.dtype:8s} "
+                f"max abs {self.max_abs_error:.3g}  max rel {self.max_rel_error:.3g}  "
+                f"({self.examples} examples) {status} {self.detail}")
+
+
+def _examples(comp):
+    if comp.examples is None:
+        raise CompositeError(f"composite {comp.name} has no examples; pass examples= to @braze.composite")
+    for ex in comp.examples():
+        if isinstance(ex, tuple) and len(ex) == 2 and isinstance(ex[1], dict):
+            yield ex[0], ex[1]
+        else:
+            yield tuple(ex), {}
+
+
+def _tolerance(dtype) -> float:
+    return {"float32": 2e-5, "float64": 1e-11}.get(np.dtype(dtype).name, 0.0)
+
+
+def verify(name: str | None = None, targets=None, *, raise_on_error: bool = False) -> list[Report]:
+    """Check every registered kernel for ``name`` (all names if None) on
+    ``targets`` (all if None) against its composite's body on the generic
+    target, over the composite's examples; one ``Report`` per kernel and dtype.
+
+    >>> import braze
+    >>> isinstance(braze.verify("no.such.op"), list)
+    True
+    """
+    import braze
+
+    targets = (targets,) if isinstance(targets, str) else targets
+    reports = []
+    for cname, comps in defined(name).items():
+        comp = comps[-1]
+        for entry in registry.kernels(cname):
+            if targets is not None and entry.target not in targets:
+                continue
+            by_dtype: dict[str, Report] = {}
+            for args, attrs in _examples(comp):
+                call = _bind_attrs(comp, attrs)
+
+                ref = braze.compile(call, target="generic")
+                with braze.disable_kernels(cname):
+                    want = ref(*args)
+                if entry.when is not None and not entry.when(*[_abstract(a) for a in args], **attrs):
+                    continue  # this kernel does not apply to this example
+                dtype = np.result_type(*[a for a in args if isinstance(a, np.ndarray)]).name
+                rep = by_dtype.setdefault(dtype, Report(cname, entry.label, entry.target, dtype, 0.0, 0.0, 0, True))
+                try:
+                    got = entry.fn(*args, **attrs)  # this kernel, whatever selection would pick
+                except Exception as exc:  # a kernel that raises fails verification
+                    rep.ok, rep.detail = False, f"{type(exc).__name__}: {exc}"
+                    rep.examples += 1
+                    continue
+                for g, w in zip(got if isinstance(want, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+                    g, w = np.asarray(g), np.asarray(w)
+                    if g.shape != w.shape or g.dtype != w.dtype:
+                        rep.ok, rep.detail = False, f"returned {g.dtype}{list(g.shape)}, body {w.dtype}{list(w.shape)}"
+                        continue
+                    if w.dtype.kind in "biu":
+                        bad = np.count_nonzero(g != w)
+                        rep.max_abs_error = max(rep.max_abs_error, float(bad))
+                        rep.ok &= bad == 0
+                        continue
+                    finite = np.isfinite(w)
+                    if not np.array_equal(np.isnan(g), np.isnan(w)):
+                        rep.ok, rep.detail = False, "NaN positions differ"
+                    err = np.abs(g[finite].astype(np.float64) - w[finite]) if finite.any() else np.zeros(1)
+                    rel = err / np.maximum(np.abs(w[finite]).astype(np.float64), 1.0) if finite.any() else err
+                    rep.max_abs_error = max(rep.max_abs_error, float(err.max(initial=0.0)))
+                    rep.max_rel_error = max(rep.max_rel_error, float(rel.max(initial=0.0)))
+                    rep.ok &= rep.max_rel_error <= _tolerance(w.dtype) * 50
+                rep.examples += 1
+            reports.extend(by_dtype.values())
+    if raise_on_error and not all(r.ok for r in reports):
+        raise CompositeError("kernel verification failed:\n" + "\n".join(str(r) for r in reports if not r.ok))
+    return reports
+
+
+def _bind_attrs(comp, attrs):
+    """``comp`` with its attributes fixed (closed over, so they stay static)."""
+    def call(*args):
+        return comp(*args, **attrs)
+
+    return call
+
+
+def _abstract(a):
+    from .aval import aval_of_value
+
+    return aval_of_value(a)

@@ -1,0 +1,209 @@
+"""Composite ops: registration, selection, checking, explanation, verification."""
+import warnings
+
+import numpy as np
+import pytest
+
+import braze
+from braze import registry
+
+from _compare import assert_same
+
+X = np.linspace(-2, 2, 24).reshape(4, 6)
+
+
+def make(name):
+    @braze.composite(name, examples=lambda: [((X,), {"k": 2.0}), ((X.astype(np.float32),), {"k": 3.0})])
+    def scaled_tanh(x, *, k=1.0):
+        return np.tanh(x) * k
+
+    return scaled_tanh
+
+
+@pytest.fixture
+def fresh():
+    """Registrations made in a test are removed after it."""
+    before = {n: list(e) for n, e in registry.all_kernels().items()}
+    yield
+    for name, entries in registry.all_kernels().items():
+        for e in entries:
+            if e not in before.get(name, []):
+                registry.unregister(e)
+
+
+def test_register_and_select_by_priority(fresh):
+    op = make("braze.test.sel_priority")
+    calls = []
+
+    @op.register("cpu", priority=1)
+    def low(x, *, k):
+        calls.append("low")
+        return np.tanh(x) * k
+
+    @op.register("cpu", priority=7)
+    def high(x, *, k):
+        calls.append("high")
+        return np.tanh(x) * k
+
+    f = braze.compile(lambda x: op(x, k=2.0) + 1, target="cpu")
+    assert_same(f(X), np.tanh(X) * 2 + 1)
+    assert calls == ["high"]
+    plan = f.lower(X).plan
+    assert "candidate low (priority 1" in plan and "chosen: high (highest priority 7)" in plan
+
+
+def test_tie_goes_to_later_registration_and_warns_once_naming_both(fresh):
+    op = make("braze.test.sel_tie")
+    braze.register_kernel(op.name, "cpu", lambda x, *, k: np.tanh(x) * k)
+    with pytest.warns(UserWarning, match="same priority 0") as rec:
+        @op.register("cpu")
+        def second(x, *, k):
+            return np.tanh(x) * k + 0.0
+    assert "test_composites.py" in str(rec[0].message)
+    plan = braze.compile(lambda x: op(x), target="cpu").lower(X).plan
+    assert "chosen: second" in plan and "later registration wins the tie" in plan
+
+
+def test_when_rejects_by_dtype_and_by_attribute(fresh):
+    op = make("braze.test.sel_when")
+    op.register("cpu", when=lambda x, *, k: x.dtype == np.float32 and k > 0)(lambda x, *, k: np.tanh(x) * k)
+    plan64 = braze.compile(lambda x: op(x, k=1.0), target="cpu").lower(X).plan
+    assert "when rejected" in plan64 and "body inlined, fused into kernel k0" in plan64
+    plan_neg = braze.compile(lambda x: op(x, k=-1.0), target="cpu").lower(X.astype(np.float32)).plan
+    assert "when rejected" in plan_neg
+    plan_ok = braze.compile(lambda x: op(x, k=1.0), target="cpu").lower(X.astype(np.float32)).plan
+    assert "when accepted" in plan_ok and "chosen: <lambda>" in plan_ok
+
+
+def test_downstream_registration_by_name_before_the_composite_exists():
+    import downstream_kernels
+
+    op = make("braze.test.downstream_scale")  # defined after the kernel was registered
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        f = braze.compile(lambda x: op(x, k=3.0), target="cpu")
+
+    @braze.composite("braze.test.downstream_scale")
+    def scale(x, *, factor=2.0):
+        return x * factor
+
+    g = braze.compile(lambda x: scale(x, factor=4.0), target="cpu")
+    assert_same(g(X), X * 4.0)
+    assert downstream_kernels.CALLS[-1] == X.shape
+
+
+def test_declared_result_mismatch_is_a_trace_time_error(fresh):
+    op = make("braze.test.sel_abstract")
+    op.register("cpu", abstract=lambda x, *, k: ((x.shape[0],), x.dtype))(lambda x, *, k: x.sum(-1))
+    with pytest.raises(braze.CompositeError) as err:
+        braze.compile(lambda x: op(x), target="cpu")(X)
+    msg = str(err.value)
+    assert "declares results (f64[4])" in msg and "body returns (f64[4,6])" in msg and "test_composites.py" in msg
+
+
+def test_wrong_result_without_declaration_is_caught_on_the_call(fresh):
+    op = make("braze.test.sel_wrong")
+    op.register("cpu")(lambda x, *, k: (np.tanh(x) * k).astype(np.float32))
+    f = braze.compile(lambda x: op(x), target="cpu")
+    with pytest.raises(braze.CompositeError, match=r"returned \(f32\[4,6\]\).*body returns \(f64\[4,6\]\)"):
+        f(X)
+
+
+def test_kernel_that_raises_names_composite_kernel_and_target(fresh):
+    op = make("braze.test.sel_raise")
+
+    @op.register("cpu")
+    def broken(x, *, k):
+        raise RuntimeError("boom")
+
+    f = braze.compile(lambda x: op(x), target="cpu")
+    with pytest.raises(braze.KernelError) as err:
+        f(X)
+    assert "broken" in str(err.value) and "braze.test.sel_raise" in str(err.value) and "cpu" in str(err.value)
+    assert isinstance(err.value.__cause__, RuntimeError)
+    with braze.disable_kernels("braze.test.sel_raise"):
+        assert_same(f(X), np.tanh(X))  # the body still works
+
+
+def test_when_that_raises_is_a_clear_error(fresh):
+    op = make("braze.test.sel_when_raises")
+    op.register("cpu", when=lambda x, *, k: x.nonexistent)(lambda x, *, k: x)
+    with pytest.raises(braze.CompositeError, match="when= predicate .* raised AttributeError"):
+        braze.compile(lambda x: op(x), target="cpu")(X)
+
+
+def test_disable_kernels_forces_bodies(fresh):
+    op = make("braze.test.sel_disable")
+    calls = []
+    op.register("cpu")(lambda x, *, k: calls.append(1) or np.tanh(x) * k)
+    f = braze.compile(lambda x: op(x), target="cpu")
+    f(X)
+    with braze.disable_kernels("braze.test.sel_disable", target="cpu"):
+        f(X)
+        assert "kernels switched off" in f.lower(X).plan
+    with braze.disable_kernels():
+        f(X)
+    f(X)
+    assert calls == [1, 1]
+
+
+def test_registering_takes_effect_on_the_next_call(fresh):
+    op = make("braze.test.sel_late")
+    f = braze.compile(lambda x: op(x) * 2.0, target="cpu")
+    assert_same(f(X), np.tanh(X) * 2)
+    op.register("cpu")(lambda x, *, k: np.zeros_like(x))  # deliberately different
+    assert_same(f(X), np.zeros_like(X))
+    assert f.cache_info().misses == 1  # re-selected, not retraced
+    assert any("registry changed" in r for r in f.cache_info().reasons)
+
+
+def test_name_collisions_keep_each_body_and_share_kernels(fresh):
+    @braze.composite("braze.test.collide")
+    def one(x):
+        return x + 1.0
+
+    @braze.composite("braze.test.collide")
+    def two(x):
+        return x * 10.0
+
+    f = braze.compile(lambda x: (one(x), two(x)), target="cpu")
+    assert_same(f(X), (X + 1.0, X * 10.0))
+    braze.register_kernel("braze.test.collide", "cpu", lambda x: x - 5.0)
+    assert_same(f(X), (X - 5.0, X - 5.0))
+
+
+def test_outer_kernel_wins_over_anything_inside(fresh):
+    inner = make("braze.test.nest_inner")
+
+    @braze.composite("braze.test.nest_outer")
+    def outer(x):
+        return inner(x, k=2.0) + 1.0
+
+    inner_calls = []
+    inner.register("cpu")(lambda x, *, k: inner_calls.append(1) or np.tanh(x) * k)
+    f = braze.compile(lambda x: outer(x), target="cpu")
+    assert_same(f(X), np.tanh(X) * 2 + 1)
+    assert inner_calls == [1]  # selection works inside an inlined body
+    braze.register_kernel("braze.test.nest_outer", "cpu", lambda x: np.tanh(x) * 2 + 1)
+    inner_calls.clear()
+    f(X)
+    assert inner_calls == []
+
+
+def test_explain_lists_every_decision():
+    op = make("braze.test.explain")
+    text = braze.explain(braze.compile(lambda x: op(x, k=2.0) * 3.0, target="cpu"), X)
+    assert "composite braze.test.explain[k=2.0]" in text
+    assert "no kernels registered for this target" in text and "body inlined, fused into kernel k0" in text
+    assert "def kernel(" in text and "graph(" in text
+
+
+def test_verify_reports_errors_per_kernel_and_dtype(fresh):
+    op = make("braze.test.verify")
+    op.register("cpu")(lambda x, *, k: np.tanh(x) * k)
+    op.register("cpu", priority=-1)(lambda x, *, k: np.tanh(x) * k * 1.01)
+    reports = braze.verify("braze.test.verify")
+    assert {(r.kernel, r.dtype) for r in reports} == {("<lambda>", "float64"), ("<lambda>", "float32")}
+    assert sorted(r.ok for r in reports) == [False, False, True, True]
+    with pytest.raises(AssertionError, match="disagree"):
+        braze.testing.check_kernel("braze.test.verify")

@@ -29,6 +29,7 @@ from .registry import disable_kernels, register_kernel
 from .select import KernelError
 from .verify import verify
 from . import testing  # noqa: F401
+from .kernels import nn  # noqa: E402,F401  (the standard composite library: braze.nn.*)
 
 
 def explain(fn, *args, **kwargs) -> str:

@@ -119,13 +119,17 @@ class Compiled:
             raise BrazeError(f"braze.compile needs a function, got {type(fn).__name__}{where()}")
         self.fn = fn
         self.target = resolve(target)
-        functools.update_wrapper(self, fn)
+        functools.update_wrapper(self, fn, updated=())  # never copy fn.__dict__ over our own
         try:
             self._sig = inspect.signature(fn)
         except (TypeError, ValueError):
             self._sig = None
         self._static_argnums = _as_tuple(static_argnums)
         self._static_argnames = _as_tuple(static_argnames)
+        from .composite import Composite
+
+        if isinstance(fn, Composite):  # a composite's attributes are static by definition
+            self._static_argnames += tuple(n for n in fn.attr_names if n not in self._static_argnames)
         self._donate_argnums = _as_tuple(donate_argnums)
         self._cache: dict[tuple, _Entry] = {}
         self._fast: dict[tuple, tuple] = {}

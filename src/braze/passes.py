@@ -77,24 +77,31 @@ def simplify_bodies(graph: Graph) -> Graph:
     return rewrite(graph, visit)
 
 
-def inline_composites(graph: Graph, record: dict | None = None, prefix: tuple = ()) -> Graph:
+def inline_composites(graph: Graph, record: dict | None = None, prefix: tuple = (),
+                      _bodies: dict | None = None) -> Graph:
     """Replace every composite node by its body's nodes (the body is the
     reference implementation; fusion then compiles it with its neighbours).
     ``record`` maps each call's site path to its inlined result nodes."""
+
+    bodies = {} if _bodies is None else _bodies
 
     def splice(node: Node) -> Node:
         if node.op != "composite":
             return node
         body = node.kw["body"]
         site = prefix + (node.kw.get("site"),)
-        body = inline_composites(body, record, site)
+        body = inline_composites(body, record, site, bodies)
+        bodies[id(body)] = body
         mapping = {id(i): a for i, a in zip(body.inputs, node.inputs)}
         captured = {}
         for n in body.nodes:
             if n.op == "input":
                 continue
             if n.op == "capture":
-                captured[id(n)] = Node.make("capture", (), n.aval, index=("body", id(body), n.kw["index"]))
+                if isinstance(n.kw["index"], tuple):  # from a deeper body, already keyed
+                    captured[id(n)] = n
+                else:
+                    captured[id(n)] = Node.make("capture", (), n.aval, index=("body", id(body), n.kw["index"]))
                 continue
             mapping[id(n)] = n.replace(mapping.get(id(i), captured.get(id(i), i)) for i in n.inputs)
         outs = [mapping.get(id(o), captured.get(id(o), o)) for o in body.outputs]
@@ -105,22 +112,15 @@ def inline_composites(graph: Graph, record: dict | None = None, prefix: tuple = 
         return outs[0]
 
     g = rewrite(graph, splice)
-    return _resolve_inlined(g, graph)
+    if _bodies is not None:
+        return g  # the outermost call resolves captures and picks
+    return _resolve_inlined(g, graph, bodies)
 
 
-def _resolve_inlined(g: Graph, original: Graph) -> Graph:
+def _resolve_inlined(g: Graph, original: Graph, bodies: dict) -> Graph:
     """Turn ``pick(composite_outputs(...))`` into the picked node and number the
     captures that inlined bodies brought in after the graph's own."""
     captures = list(original.captures)
-    bodies = {}
-
-    def collect(graph):
-        for n in graph.nodes:
-            if n.op == "composite":
-                bodies[id(n.kw["body"])] = n.kw["body"]
-                collect(n.kw["body"])
-
-    collect(original)
     new_index = {}
 
     def visit(node: Node) -> Node:

@@ -67,6 +67,10 @@ def verify(name: str | None = None, targets=None, *, raise_on_error: bool = Fals
         for entry in registry.kernels(cname):
             if targets is not None and entry.target not in targets:
                 continue
+            if comp.examples is None:
+                reports.append(Report(cname, entry.label, entry.target, "-", 0.0, 0.0, 0, False,
+                                      "not checked: the composite has no examples="))
+                continue
             by_dtype: dict[str, Report] = {}
             for args, attrs in _examples(comp):
                 call = _bind_attrs(comp, attrs)

@@ -2,7 +2,7 @@
 
     python bench/threading_policy.py
 
-Runs an MLP step (two BLAS matmuls around a tanh-GELU kernel and a row
+Runs (5 fresh processes per setup, this machine is shared and noisy) an MLP step (two BLAS matmuls around a tanh-GELU kernel and a row
 softmax kernel, float32, x 512x1024, W1 1024x1024, W2 1024x10) in a fresh
 process per setup and prints the median time. The choice in
 targets/cpu.py (OpenMP layer, OMP_WAIT_POLICY=PASSIVE unless set) comes from
@@ -36,12 +36,17 @@ SETUPS = {
     "omp, OMP_WAIT_POLICY=PASSIVE (braze default)": {},
     "omp, OMP_WAIT_POLICY=ACTIVE": {"OMP_WAIT_POLICY": "ACTIVE"},
     "omp, GOMP default spin (unset)": {"OMP_WAIT_POLICY": ""},
+    "omp, GOMP_SPINCOUNT=100000": {"OMP_WAIT_POLICY": "", "GOMP_SPINCOUNT": "100000"},
+    "omp, GOMP_SPINCOUNT=10000": {"OMP_WAIT_POLICY": "", "GOMP_SPINCOUNT": "10000"},
     "workqueue": {"NUMBA_THREADING_LAYER": "workqueue"},
 }
 
 
-def main():
+def main(runs=5):
+    import statistics
+
     for name, extra in SETUPS.items():
+        times = []
         env = dict(os.environ)
         env.pop("OMP_WAIT_POLICY", None)
         for k, v in extra.items():
@@ -49,8 +54,16 @@ def main():
                 env[k] = v
         if extra.get("OMP_WAIT_POLICY") == "":
             env["BRAZE_KEEP_OMP_DEFAULT"] = "1"
-        out = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True)
-        print(f"{name:45s} {out.stdout.strip() or out.stderr.strip().splitlines()[-1]}")
+        for _ in range(runs):
+            out = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True)
+            if out.returncode:
+                times = None
+                print(f"{name:45s} failed: {out.stderr.strip().splitlines()[-1]}")
+                break
+            times.append(float(out.stdout.split()[0]))
+        if times:
+            print(f"{name:45s} median of {runs} processes {statistics.median(times):7.2f} ms  "
+                  f"(each: {', '.join(f'{t:.1f}' for t in times)})", flush=True)
 
 
 if __name__ == "__main__":

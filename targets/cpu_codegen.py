@@ -33,9 +33,13 @@ from braze.graph import Node
 
 from .scalar import cast, emit, literal, np_type
 
-# Work (elements) below which a kernel skips prange. Measured on the 2-core
-# development machine with bench/test_threshold.py (see README).
-PARALLEL_MIN = 1 << 15
+# Work (elements) below which a kernel runs serially. Measured with
+# bench/threshold.py on the 2-vCPU development machine (omp, PASSIVE): a
+# parallel region costs 40-60 us to wake, and parallel first wins from 2**19
+# elements for an elementwise chain with exp (531 vs 687 us at 2**20) and
+# from 2**21 for a row softmax (the two vCPUs behave like SMT siblings, so
+# compute-bound loops gain little); 2**19 favours the commoner elementwise case.
+PARALLEL_MIN = 1 << 19
 CHUNK = 1 << 14  # elements of the first axis per task in global kernels
 
 

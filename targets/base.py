@@ -6,6 +6,42 @@ from typing import Callable, Sequence
 from braze.graph import Graph
 
 
+class SlotLayout:
+    """Where each value of a graph lives while it runs: one list slot per node;
+    inputs first, then constants and captures (filled at every call), then
+    the values the steps compute."""
+
+    def __init__(self, graph: Graph):
+        self.slot_of: dict[int, int] = {id(node): i for i, node in enumerate(graph.inputs)}
+        self.consts: list[tuple[int, object]] = []
+        self.captures: list[tuple[int, int]] = []
+        n = len(graph.inputs)
+        for node in graph.nodes:
+            if id(node) in self.slot_of:
+                continue
+            if node.op == "input":
+                raise AssertionError("input node not among the graph's inputs")
+            self.slot_of[id(node)] = n
+            if node.op == "const":
+                self.consts.append((n, node.kw["value"].value))
+            elif node.op == "capture":
+                self.captures.append((n, node.kw["index"]))
+            n += 1
+        self.nslots = n
+        self.ninputs = len(graph.inputs)
+        self.graph_captures = graph.captures
+
+    def fill(self, inputs) -> list:
+        """A fresh slot list holding the inputs, constants and captured arrays."""
+        slots = [None] * self.nslots
+        slots[: self.ninputs] = inputs
+        for i, value in self.consts:
+            slots[i] = value
+        for i, k in self.captures:
+            slots[i] = self.graph_captures[k]
+        return slots
+
+
 class Executable:
     """A lowered graph: call it with the flat inputs, get the flat outputs.
 

@@ -24,7 +24,7 @@ if not os.environ.get("BRAZE_KEEP_OMP_DEFAULT"):  # (bench/threading_policy.py c
 import numpy as np  # noqa: E402
 
 from braze.core import NUMPY_IMPL  # noqa: E402
-from braze.fusion import Extern, Loop, Program, View, fuse  # noqa: E402
+from braze.fusion import Loop, Program, fuse  # noqa: E402
 from braze.graph import Graph  # noqa: E402
 from braze.passes import inline_composites, run_passes  # noqa: E402
 
@@ -32,7 +32,7 @@ import threading  # noqa: E402
 
 from . import cpu_cache, cpu_memory  # noqa: E402
 from .cpu_memory import fits, overlapping  # noqa: E402
-from .base import Executable, Target  # noqa: E402
+from .base import Executable, SlotLayout, Target  # noqa: E402
 from .cpu_codegen import PARALLEL_MIN, generate  # noqa: E402
 
 
@@ -150,8 +150,6 @@ def _op_runner(node, slot_of, inplace: bool):
     params = node.kw
     if inplace:  # write the update into the destination (see cpu_memory)
         fn = _INPLACE[node.op]
-    if node.op == "matmul":
-        shape, dtype = tuple(node.aval.shape), np.dtype(node.aval.dtype)
 
     def run(call):
         slots = call.slots
@@ -215,20 +213,8 @@ def _kernels_of_sites(program: Program, record: dict) -> dict:
 
 def lower_program(program: Program, donated=frozenset(), mutable=frozenset()) -> Executable:
     graph = program.graph
-    slot_of: dict[int, int] = {}
-    for i, node in enumerate(graph.inputs):
-        slot_of[id(node)] = i
-    consts, captures = [], []
-    n = len(graph.inputs)
-    for node in graph.nodes:
-        if id(node) in slot_of:
-            continue
-        slot_of[id(node)] = n
-        if node.op == "const":
-            consts.append((n, node.kw["value"].value))
-        elif node.op == "capture":
-            captures.append((n, node.kw["index"]))
-        n += 1
+    layout = SlotLayout(graph)
+    slot_of = layout.slot_of
     memory = cpu_memory.plan(program, slot_of, donated, mutable)
     runners, sources = [], []
     for index, step in enumerate(program.steps):
@@ -248,22 +234,14 @@ def lower_program(program: Program, donated=frozenset(), mutable=frozenset()) ->
             sources.append(f"# {step.name}: {', '.join(m.op for m in step.members)}\n{ks.source}")
         else:
             runners.append(_op_runner(step.node, slot_of, index in memory.inplace))
-    nslots, ninputs = n, len(graph.inputs)
-    graph_captures = graph.captures
     out_slots = [slot_of[id(o)] for o in graph.outputs]
-
     local = threading.local()
     npool = len(memory.pool)
     checks = memory.checks_inputs
 
     def run(inputs, outs=None):
         call = _Call()
-        call.slots = slots = [None] * nslots
-        slots[:ninputs] = inputs
-        for i, value in consts:
-            slots[i] = value
-        for i, k in captures:
-            slots[i] = graph_captures[k]
+        call.slots = slots = layout.fill(inputs)
         pool = getattr(local, "pool", None)
         if pool is None:
             pool = local.pool = [None] * npool

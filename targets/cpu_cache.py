@@ -167,7 +167,7 @@ def recover(fn, exc: BaseException):
     if not _from_numba_cache(exc):
         raise exc
     with _lock:
-        for (key, name), loaded in list(_loaded.items()):
+        for (key, name), loaded in list(_loaded.items()):  # noqa: B007  (used after break)
             if loaded is fn:
                 break
         else:
@@ -253,7 +253,7 @@ def compile_parallel_later(source: str, serial, on_ready) -> None:
             if key not in _warned:
                 _warned.add(key)
                 warnings.warn(f"braze: compiling the parallel kernel failed ({exc}); running serially",
-                              RuntimeWarning)
+                              RuntimeWarning, stacklevel=2)
 
     t = threading.Thread(target=work, name="braze-compile", daemon=True)
     _background.append(t)

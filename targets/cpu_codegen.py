@@ -266,12 +266,40 @@ class _Gen:
         if node.op in LAYOUT_OPS:  # trivial: same element
             env[id(node)] = self._operand(node.inputs[0], space, env)
             return env[id(node)]
+        if node.op == "power" and node.inputs[1].op == "const":
+            expr = self._power(node, space, env)
+            if expr is not None:
+                var = self._fresh("v")
+                env["__lines__"].append(f"{var} = {expr}")
+                env[id(node)] = var
+                return var
         args = [self._operand(i, space, env) for i in node.inputs]
         expr = emit(node.op, node.kw, args, [i.aval for i in node.inputs], node.aval.dtype)
         var = self._fresh("v")
         env["__lines__"].append(f"{var} = {expr}")
         env[id(node)] = var
         return var
+
+    def _power(self, node: Node, space: str, env: dict) -> str | None:
+        """x ** n for a literal n in {-1, 0.5, 1, 2, 3, 4}: multiplications (and a
+        sqrt) that vectorize, instead of a pow call that does not."""
+        n = node.inputs[1].kw["value"].value
+        out = np.dtype(node.aval.dtype)
+        if out.kind != "f" or float(n) not in (-1.0, 0.5, 1.0, 2.0, 3.0, 4.0):
+            return None
+        x = cast(self._operand(node.inputs[0], space, env), out)
+        n = float(n)
+        if n == 0.5:
+            return cast(f"np.sqrt({x})", out)
+        if n == -1.0:
+            return cast(f"({literal(1, out)} / {x})", out)
+        var = self._fresh("p")
+        env["__lines__"].append(f"{var} = {x}")
+        if n == 4.0:
+            sq = self._fresh("p")
+            env["__lines__"].append(f"{sq} = {cast(f'{var} * {var}', out)}")
+            return cast(f"{sq} * {sq}", out)
+        return cast(" * ".join([var] * int(n)), out)
 
     # ---- skeletons
     def build(self) -> KernelSource:
@@ -490,7 +518,6 @@ class _Gen:
         w("step = (d0 + nch - 1) // nch if nch else 0")
         env: dict = {"__lines__": []}
         self._row_env(w, env, 0)
-        rest = [f"d{k}" for k in range(1, self.R)]
         for p in range(1, self.nloops + 1):
             reds = self._reductions(p)
             accs = {}

@@ -13,48 +13,32 @@ from braze.aval import python_scalar_type
 from braze.core import NUMPY_IMPL
 from braze.graph import Graph, format_literal
 
-from .base import Executable, Target
+from .base import Executable, SlotLayout, Target
 
 
 def _program(graph: Graph):
-    """Flatten the graph into slots and steps: (fn, params, in slots, out slot)."""
-    slot: dict[int, int] = {}
-    consts: list[tuple[int, object]] = []
-    captures: list[tuple[int, int]] = []
-    steps = []
-    lines = []
-    for i, node in enumerate(graph.inputs):
-        slot[id(node)] = i
-    n = len(graph.inputs)
+    """The graph as steps over slots: (fn, params, input slots, output slot)."""
+    layout = SlotLayout(graph)
+    slot = layout.slot_of
+    steps, lines = [], []
     for node in graph.nodes:
-        if id(node) in slot:
+        if node.op in ("input", "const", "capture"):
             continue
-        slot[id(node)] = n
-        if node.op == "const":
-            consts.append((n, node.kw["value"].value))
-        elif node.op == "capture":
-            captures.append((n, node.kw["index"]))
-        elif node.op == "input":
-            raise AssertionError("input node not among the graph's inputs")
+        n = slot[id(node)]
+        params = node.kw
+        if node.op == "composite":
+            sub = lower_graph(params["body"])
+            fn, params = _composite_runner(sub, isinstance(node.aval, tuple)), {}
         else:
-            params = node.kw
-            if node.op == "composite":
-                body = params["body"]
-                sub = lower_graph(body)
-                fn, params = _composite_runner(sub, isinstance(node.aval, tuple)), {}
-            else:
-                fn = NUMPY_IMPL[node.op]
-            if not isinstance(node.aval, tuple) and node.aval.weak:
-                fn = _weak(fn, python_scalar_type(node.aval.dtype))
-            steps.append((fn, params, tuple(slot[id(x)] for x in node.inputs), n))
-            args = ", ".join(
-                format_literal(x) if x.op == "const" else f"v{slot[id(x)]}" for x in node.inputs
-            )
-            kw = "".join(f", {k}={v!r}" for k, v in node.kw.items() if k not in ("body", "attrs"))
-            lines.append(f"v{n} = {node.op}({args}{kw})  # {node.aval}")
-        n += 1
+            fn = NUMPY_IMPL[node.op]
+        if not isinstance(node.aval, tuple) and node.aval.weak:
+            fn = _weak(fn, python_scalar_type(node.aval.dtype))
+        steps.append((fn, params, tuple(slot[id(x)] for x in node.inputs), n))
+        args = ", ".join(format_literal(x) if x.op == "const" else f"v{slot[id(x)]}" for x in node.inputs)
+        kw = "".join(f", {k}={v!r}" for k, v in node.kw.items() if k not in ("body", "attrs"))
+        lines.append(f"v{n} = {node.op}({args}{kw})  # {node.aval}")
     out_slots = [slot[id(o)] for o in graph.outputs]
-    return n, consts, captures, steps, out_slots, lines
+    return layout, steps, out_slots, lines
 
 
 def _weak(fn, pytype):
@@ -71,17 +55,10 @@ def _composite_runner(sub: Executable, multi: bool):
 
 
 def lower_graph(graph: Graph) -> Executable:
-    nslots, consts, captures, steps, out_slots, lines = _program(graph)
-    graph_captures = graph.captures
-    ninputs = len(graph.inputs)
+    layout, steps, out_slots, lines = _program(graph)
 
     def run(inputs, outs=None):
-        slots = [None] * nslots
-        slots[:ninputs] = inputs
-        for i, value in consts:
-            slots[i] = value
-        for i, k in captures:
-            slots[i] = graph_captures[k]
+        slots = layout.fill(inputs)
         for fn, params, ins, out in steps:
             slots[out] = fn(*[slots[j] for j in ins], **params)
         return [slots[j] for j in out_slots]

@@ -184,7 +184,7 @@ def emit(op: str, params: dict, args: list[str], in_avals, out_dtype) -> str:
         return cast(TEMPLATES["erf"](cast(args[0], t), t), out_dtype)
     keys = tuple((np.dtype(a.dtype).name, a.weak) for a in in_avals)
     dtypes = loop_dtypes(op, keys)
-    ins, out = dtypes[: len(args)], dtypes[len(args)]
+    ins = dtypes[: len(args)]
     t = _compute(ins[0])
     operands = [cast(a, _compute(d)) for a, d in zip(args, ins)]
     return cast(TEMPLATES[op](*operands, t), out_dtype)

@@ -11,3 +11,19 @@ import pathlib
 os.environ.setdefault(
     "BRAZE_CACHE_DIR", str(pathlib.Path(__file__).resolve().parents[1] / ".braze-test-cache")
 )
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture
+def restore_registry():
+    """Kernels registered during a test are unregistered after it."""
+    from braze import registry
+
+    before = {n: list(e) for n, e in registry.all_kernels().items()}
+    yield
+    for name, entries in registry.all_kernels().items():
+        for e in entries:
+            if e not in before.get(name, []):
+                registry.unregister(e)

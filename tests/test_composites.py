@@ -21,14 +21,9 @@ def make(name):
 
 
 @pytest.fixture
-def fresh():
-    """Registrations made in a test are removed after it."""
-    before = {n: list(e) for n, e in registry.all_kernels().items()}
+def fresh(restore_registry):
+    """Registrations made in a test are removed after it (see conftest)."""
     yield
-    for name, entries in registry.all_kernels().items():
-        for e in entries:
-            if e not in before.get(name, []):
-                registry.unregister(e)
 
 
 def test_register_and_select_by_priority(fresh):

@@ -16,19 +16,6 @@ def test_readme_has_python_blocks():
     assert len(BLOCKS) >= 2
 
 
-@pytest.fixture
-def restore_registry():
-    """README examples register kernels; take them back afterwards."""
-    from braze import registry
-
-    before = {n: list(e) for n, e in registry.all_kernels().items()}
-    yield
-    for name, entries in registry.all_kernels().items():
-        for e in entries:
-            if e not in before.get(name, []):
-                registry.unregister(e)
-
-
 @pytest.mark.parametrize("index", range(len(BLOCKS)))
 def test_readme_block_runs(index, restore_registry):
     exec(compile(BLOCKS[index], f"README.md block {index}", "exec"), {})

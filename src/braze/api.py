@@ -166,7 +166,7 @@ class Compiled:
 
     def _runner(self, entry: _Entry):
         """A closure running ``entry`` on a list of arrays, with as little work as possible."""
-        run, n_out, mutated, tree = entry.executable.run, entry.n_out, entry.mutated, entry.out_tree
+        run, mutated, tree = entry.executable.run, entry.mutated, entry.out_tree
         # (a registry change replaces entry.executable and clears the fast path)
         if not mutated and tree == pytree.LEAF:
             def single(dynamic):

@@ -10,7 +10,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from .aval import Aval, short_dtype
+from .aval import short_dtype
 
 
 class Literal:

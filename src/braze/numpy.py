@@ -151,9 +151,9 @@ def clip(a, a_min=_NoValue, a_max=_NoValue, out=None, *, min=_NoValue, max=_NoVa
     if lo is None and hi is None:
         return asarray_copy(a)
     if lo is None:
-        return minimum(a, hi)
+        return minimum(a, hi)  # noqa: F821  (defined by globals().update)
     if hi is None:
-        return maximum(a, lo)
+        return maximum(a, lo)  # noqa: F821
     return bind("clip", a, lo, hi)
 
 

@@ -42,7 +42,7 @@ class Tracer(ArrayMethods):
     def _node(self) -> Node:
         base = self._base
         if base is not None:
-            base._node  # bring a chain of views up to date first
+            _ = base._node  # bring a chain of views up to date first
             if base._version != self._base_version:
                 self._node_ = self._ctx.lift(indexing.getitem(base, self._key))
                 self._base_version = base._version

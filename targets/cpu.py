@@ -92,6 +92,8 @@ def _loop_runner(loop: Loop, slot_of: dict, kernel, ks, buffers: dict, tier_up: 
     sizes = tuple(int(d) for d in loop.domain)
     consts = tuple(np.asarray(c.kw["value"].value).astype(c.aval.dtype)[()] for c in ks.consts)
 
+    trig = ks.has_trig
+
     def run(call: _Call):
         nonlocal kernel
         slots = call.slots
@@ -101,11 +103,14 @@ def _loop_runner(loop: Loop, slot_of: dict, kernel, ks, buffers: dict, tier_up: 
             out = np.empty(shape, dtype) if spec is None else _buffer(spec, shape, dtype, call)
             slots[slot] = out
             flats.append(out.reshape(-1))
+        extra = (np.zeros(1, np.int8),) if trig else ()
         try:
-            kernel(*args, *flats, *sizes, *consts)
+            kernel(*args, *flats, *sizes, *consts, *extra)
         except Exception as exc:  # a corrupt numba cache entry: rebuilt once, then rerun
             kernel = cpu_cache.recover(kernel, exc)
-            kernel(*args, *flats, *sizes, *consts)
+            kernel(*args, *flats, *sizes, *consts, *extra)
+        if trig and extra[0][0]:  # a sin/cos argument beyond the vector range: exact rerun
+            cpu_cache.load(ks.source, "kernel_exact")(*args, *flats, *sizes, *consts, *extra)
         if pending[0]:
             pending[0] = False
             cpu_cache.compile_parallel_later(ks.source, kernel, swap)

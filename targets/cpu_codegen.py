@@ -31,7 +31,11 @@ import numpy as np
 from braze.fusion import LAYOUT_OPS, REDUCE_OPS, Loop
 from braze.graph import Node
 
+from . import cpu_runtime as rt
 from .scalar import cast, emit, literal, np_type
+
+TRIG = ("sin", "cos")
+TRIG_MAX = 2.0 ** 48  # cpu_math.TRIG_MAX_ARG: the vector sin/cos reduce arguments below it
 
 # Work (elements) below which a kernel runs serially. Measured with
 # bench/threshold.py on the 2-vCPU development machine (omp, PASSIVE): a
@@ -50,6 +54,7 @@ class KernelSource:
     outputs: list[Node]
     consts: list[Node]     # literal nodes passed as arguments
     leaf_shapes: list[tuple[int, ...]]  # shape each leaf is indexed with (after perm alignment)
+    has_trig: bool = False  # takes a flag array last; rerun kernel_exact when it comes back set
 
 
 HEADER = """import math
@@ -148,6 +153,10 @@ class _Gen:
         self.leaf_shapes = [self._leaf_shape(n) for n in loop.leaves]
         self._names = 0
         self._blocking = False
+        self.has_trig = any(m.op in TRIG and np.dtype(m.aval.dtype) in (np.float32, np.float64)
+                            for m in loop.members) and all(
+            rt.has_vector_math(op, sfx) for op in TRIG for sfx in ("f32", "f64"))
+        self.exact = False
         self._plan_passes()
 
     def _fresh(self, prefix: str) -> str:
@@ -274,11 +283,36 @@ class _Gen:
                 env[id(node)] = var
                 return var
         args = [self._operand(i, space, env) for i in node.inputs]
+        if node.op in TRIG and self.has_trig and not self.exact:
+            return self._trig(node, args[0], env)
         expr = emit(node.op, node.kw, args, [i.aval for i in node.inputs], node.aval.dtype)
         var = self._fresh("v")
         env["__lines__"].append(f"{var} = {expr}")
         env[id(node)] = var
         return var
+
+    def _trig(self, node: Node, arg: str, env: dict) -> str:
+        """Vectorized sin/cos, valid for |x| < 2**48; a larger argument sets the
+        kernel's flag and the launcher reruns the loop with kernel_exact (libm)."""
+        out = np.dtype(node.aval.dtype)
+        t = out if out in (np.float32, np.float64) else np.dtype(np.float64)
+        suffix = "f32" if t == np.float32 else "f64"
+        x = self._fresh("tx")
+        var = self._fresh("v")
+        env["__lines__"].append(f"{x} = {cast(arg, t)}")
+        env["__lines__"].append(f"tbig = tbig | (abs({x}) >= {literal(TRIG_MAX, t)})")
+        env["__lines__"].append(f"{var} = {cast(f'vm.{node.op}_{suffix}({x})', out)}")
+        env[id(node)] = var
+        return var
+
+    def _trig_open(self, w) -> None:
+        if self.has_trig and not self.exact:
+            w("tbig = False")
+
+    def _trig_close(self, w) -> None:
+        if self.has_trig and not self.exact:
+            w("if tbig:")
+            w("    tf[0] = 1")
 
     def _power(self, node: Node, space: str, env: dict) -> str | None:
         """x ** n for a literal n in {-1, 0.5, 1, 2, 3, 4}: multiplications (and a
@@ -307,7 +341,11 @@ class _Gen:
         ``kernel_serial`` (range), compiled lazily by numba on first call."""
         loop = self.loop
         functions = []
-        for suffix, parallel in (("", True), ("_serial", False)):
+        variants = [("", True, False), ("_serial", False, False)]
+        if self.has_trig:
+            variants.append(("_exact", False, True))
+        for suffix, parallel, exact in variants:
+            self.exact = exact
             self._names = 0
             self.consts, self.const_names = [], {}
             self.nin = self.r if self.r else (1 if self.R >= 1 else 0)
@@ -315,7 +353,7 @@ class _Gen:
             body = _Writer()
             if self.R == 0:
                 self._scalar_body(body)
-            elif self.od == 0 and self.R == 1 and not self.npasses:
+            elif self.od == 0 and self.R == 1 and not self.npasses and not self.has_trig:
                 self._flat_body(body)
             elif self.od == 0:
                 self._global_body(body)
@@ -323,7 +361,8 @@ class _Gen:
                 self._rows_loop(body, self.rng)
             functions.append(self._function(self.name + suffix, parallel, body))
         src = HEADER + "".join(functions)
-        return KernelSource(src, list(loop.leaves), list(loop.outputs), list(self.consts), self.leaf_shapes)
+        return KernelSource(src, list(loop.leaves), list(loop.outputs), list(self.consts), self.leaf_shapes,
+                            self.has_trig)
 
     def _function(self, name: str, parallel: bool, body: "_Writer") -> str:
         loop = self.loop
@@ -332,6 +371,7 @@ class _Gen:
             + [f"o{k}" for k in range(len(loop.outputs))]
             + [f"d{k}" for k in range(self.R)]
             + [f"c{k}" for k in range(len(self.consts))]
+            + (["tf"] if self.has_trig else [])
         )
         flags = f"parallel={parallel}, {FLAGS}"
         return f"\n\n@njit({flags})\ndef {name}({', '.join(args)}):\n" + "\n".join(body.lines) + "\n"
@@ -454,6 +494,7 @@ class _Gen:
                 rem = f"r{k}"
         env: dict = {"__lines__": []}
         accs = {}
+        self._trig_open(w)
         self._row_env(w, env, 0)
         for p in range(1, self.nloops + 1):
             for red in self._reductions(p):
@@ -492,6 +533,7 @@ class _Gen:
         for out in self.row_outputs:
             value = env[id(out)] if id(out) in env else self._value_now(w, out, env)
             w(f"o{self.out_index[id(out)]}[o] = {value}")
+        self._trig_close(w)
         w.dedent()
 
     def _value_now(self, w, node, env):
@@ -517,6 +559,7 @@ class _Gen:
         w(f"nch = (d0 + {CHUNK} - 1) // {CHUNK}" if self.rng == "prange" else "nch = 1")
         w("step = (d0 + nch - 1) // nch if nch else 0")
         env: dict = {"__lines__": []}
+        self._trig_open(w)
         self._row_env(w, env, 0)
         for p in range(1, self.nloops + 1):
             reds = self._reductions(p)
@@ -532,6 +575,7 @@ class _Gen:
                     w(f"{acc}_npart = np.empty(nch, np.bool_)")
             w(f"for c in {self.rng}(nch):")
             w.indent()
+            self._trig_open(w)
             for red in reds:
                 for line in self._acc_init(red, accs[id(red)]):
                     w(line)
@@ -552,6 +596,7 @@ class _Gen:
             for _ in range(1, self.R):
                 w.dedent()
             w.dedent()
+            self._trig_close(w)
             for red in reds:
                 acc = accs[id(red)]
                 w(f"{acc}_part[c] = {acc}")
@@ -595,9 +640,12 @@ class _Gen:
         for out in self.row_outputs:
             value = env[id(out)] if id(out) in env else self._value_now(w, out, env)
             w(f"o{self.out_index[id(out)]}[0] = {value}")
+        self._trig_close(w)
 
     def _scalar_body(self, w: _Writer) -> None:
         env: dict = {"__lines__": []}
+        self._trig_open(w)
         for out in self.loop.outputs:
             value = self._value_now(w, out, env)
             w(f"o{self.out_index[id(out)]}[0] = {value}")
+        self._trig_close(w)

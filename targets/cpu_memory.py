@@ -106,8 +106,9 @@ def plan(program, slot_of: dict, donated: frozenset, mutable: frozenset) -> Plan
 
 
 def _donate(step: Loop, k, outs, ins, slot_of, donated, last_use, root_of, ninputs, result) -> None:
-    if step.ninner:
-        return  # multi-pass kernels may store values in an output before the last read of an input
+    if step.ninner or any(m.op in ("sin", "cos") for m in step.members):
+        return  # multi-pass kernels store values in an output before the last read of an input,
+        # and a kernel with sin/cos may rerun exactly: both need their inputs intact
     for leaf, s in zip(step.leaves, ins):
         i = root_of(s)
         if i >= ninputs or i not in donated or last_use.get(i) != k or leaf.op == "broadcast_to":

@@ -74,9 +74,9 @@ def _infix(symbol):
     return lambda a, b, t: f"({a} {symbol} {b})"
 
 
-# sin and cos stay libm calls: cpu_math's vector versions return NaN for
-# |x| >= 2**48 (no Payne-Hanek reduction yet) where NumPy returns a value,
-# and a fallback call inside the loop would stop vectorization anyway.
+# sin and cos are libm calls here; the code generator (cpu_codegen._trig)
+# emits cpu_math's vector versions instead, with a flag for arguments beyond
+# their range (|x| >= 2**48) that makes the launcher rerun the loop exactly.
 VECTOR_MATH = {"exp", "expm1", "log", "log1p", "tanh", "erf"}
 
 

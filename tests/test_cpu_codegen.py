@@ -27,7 +27,7 @@ def packed(fn):
     """Counts of packed AVX instructions and libm calls in a freshly compiled kernel."""
     (sig,) = fn.signatures
     asm = fn.inspect_asm(sig)
-    return len(re.findall(r"\bv\w+p[sd]\s+[^\n]*%ymm", asm)), re.findall(r"call\w*\s+[^\n]*(?:exp|log|tanh)f?\b", asm)
+    return len(re.findall(r"\bv\w+p[sd]\s+[^\n]*%ymm", asm)), re.findall(r"call\w*\s+[^\n]*(?:exp|log|tanh|sin|cos)f?\b", asm)
 
 
 @pytest.mark.skipif(not AVX2, reason="needs a CPU with AVX2 (x86-64) to look for packed instructions")
@@ -36,6 +36,7 @@ def packed(fn):
     ("softmax", lambda x: np.exp(x - x.max(-1, keepdims=True)) / np.exp(x - x.max(-1, keepdims=True)).sum(-1, keepdims=True), [(64, 256)]),
     ("gelu", lambda x: 0.5 * x * (1 + np.tanh(0.79788456 * (x + 0.044715 * x ** 3))), [(4096,)]),
     ("layer_norm", lambda x: (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5), [(64, 256)]),
+    ("trig", lambda x: np.sin(x) * np.cos(2.0 * x), [(4096,)]),
 ])
 def test_hot_loops_vectorize(tmp_path, monkeypatch, name, fn, shape):
     monkeypatch.setenv("BRAZE_CACHE_DIR", str(tmp_path))  # numba only shows asm of fresh code
@@ -46,3 +47,16 @@ def test_hot_loops_vectorize(tmp_path, monkeypatch, name, fn, shape):
     count, calls = packed(kernel)
     assert count >= 16, f"{name}: only {count} packed ymm instructions"
     assert not calls, f"{name}: libm calls in the kernel: {calls}"
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_sin_cos_of_huge_arguments_match_numpy(dtype):
+    """The vector sin/cos reduce |x| < 2**48; beyond it the loop reruns with libm."""
+    x = np.array([0.5, -3.0, 1e30 if dtype == "float32" else 1e300, 2.0 ** 50, 2.0 ** 47, np.nan, -np.inf, 7.0], dtype)
+    f = braze.compile(lambda x: (np.sin(x), np.cos(x) * 2.0), target="cpu")
+    with np.errstate(invalid="ignore"):
+        got, want = f(x), (np.sin(x), np.cos(x) * 2.0)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=2e-6 if dtype == "float32" else 1e-14, equal_nan=True)
+    src = f.lower(x).source
+    assert f"vm.sin_{'f32' if dtype == 'float32' else 'f64'}" in src and "def kernel_exact(" in src

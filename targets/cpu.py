@@ -187,6 +187,9 @@ class CPUTarget(Target):
 
     name = "cpu"
 
+    def __init__(self):
+        from braze.kernels import nn_cpu  # noqa: F401  (registers the library's cpu kernels)
+
     def is_available(self) -> bool:
         return True
 

@@ -514,7 +514,7 @@ class _Gen:
                 for k in range(self.nin):
                     w(f"for j{k} in range(d{self.od + k}):")
                     w.indent()
-            self._pass_body(w, env, p, accs, f"o * ni + {self._flat_inner()}")
+            self._pass_body(w, env, p, accs, f"np.uint64(o * ni + {self._flat_inner()})")
             if blocked:
                 w.dedent()
                 for r in blocked:
@@ -591,7 +591,7 @@ class _Gen:
             saved = self._flat_inner
             self._flat_inner = lambda flat=flat: flat
             self.nin = self.R
-            self._pass_body(w, env, p, accs, flat)
+            self._pass_body(w, env, p, accs, f"np.uint64({flat})")
             self._flat_inner = saved
             for _ in range(1, self.R):
                 w.dedent()

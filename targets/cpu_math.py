@@ -42,7 +42,7 @@ NaN for non-NaN input).
 Accuracy, max ulp distance to NumPy (erf: math.erf rounded) on the test
 sweeps, f32 / f64 (every f32 result except sigmoid is also within 1 ulp of
 the float64-computed value rounded to float32):
-exp 3/1, expm1 2/2, log 4/1, log1p 1/1, tanh 2/2, sigmoid 4/4, erf 1/1,
+exp 3/1 (f32: <= 1 ulp from the correctly rounded value), expm1 2/2, log 4/1, log1p 1/1, tanh 2/2, sigmoid 4/4, erf 1/1,
 sin 1/1, cos 1/1.  The f32 3s and 4s are NumPy's own AVX2 exp/log error
 (exhaustive over all float32: exp <= 1 ulp and log <= 1 ulp from the true
 value).  NaN, +-inf, overflow/underflow thresholds, subnormal results and
@@ -202,6 +202,24 @@ def _pow2(typingctx, n):
     return n(n), codegen
 
 
+@intrinsic
+def _exp_scale(typingctx, t):
+    """bits(t) << 23 (f32) / << 52 (f64) as a float: for t = 1.5*2**p + B + n
+    (an integer-valued float from the magic-number rounding) this is
+    2**(B + n - bias), valid while 1 <= B + n <= 2*bias."""
+    if not _float_type(t):
+        return None
+
+    def codegen(context, builder, sig, args):
+        (v,) = args
+        fty = v.type
+        ity = _int_of(fty)
+        shift = 23 if ity.width == 32 else 52
+        i = builder.shl(builder.bitcast(v, ity), ir.Constant(ity, shift))
+        return builder.bitcast(i, fty)
+    return t(t), codegen
+
+
 def _log_split(builder, v):
     """Integer part of the log reduction: x = 2**k * m, m in [sqrt(.5), sqrt(2))."""
     fty = v.type
@@ -256,7 +274,8 @@ _F32_INF, _F32_NAN = f32(np.inf), f32(np.nan)
 _F32_3 = f32(3)
 _F64_INF, _F64_NAN = np.inf, np.nan
 
-# exp / expm1:  exp(r) = 1 + r + r^2 * Q(r),  |r| <= ln2/2
+# exp / expm1:  exp(r) = 1 + r + r^2 * Q(r),  |r| <= ln2/2  (exp evaluates it
+# as 1 + r*(1 + r*Q(r)) in Horner form, all FMAs)
 _INVLN2_32 = f32(1.4426950408889634)
 _LN2HI_32 = f32(0.6931471824645996)       # fl32(ln 2); n*hi exact under fma
 _LN2LO_32 = f32(-1.9046542121259336e-09)  # fl32(ln 2 - hi)
@@ -264,6 +283,10 @@ _EQ32 = tuple(f32(c) for c in (
     0.49999993405341375, 0.16666519978533176, 0.041668395076380337,
     0.008368795723492846, 0.0013814484052226625))
 _EXP_HI_32, _EXP_LO_32 = f32(89.0), f32(-104.0)   # clamp: overflow / underflow
+_EXP_SUB_32 = f32(-86.0)                  # below: result may be subnormal
+_EXP_MNORM_32 = f32(12582912.0 + 126)     # 1.5*2**23 + bias of 2**(n-1)
+_EXP_MSUB_32 = f32(12582912.0 + 127 + 64)  # ... of 2**(n+64)
+_EXP_FSUB_32 = f32(2.0 ** -64)
 _EXPM1_LO_32 = f32(-30.0)
 _TINY_EXPM1_32 = f32(2.0 ** -25)
 
@@ -275,6 +298,10 @@ _EQ64 = (0.5000000000000011, 0.1666666666666641, 0.04166666666652907,
          2.480149272706147e-05, 2.7557587293260595e-06, 2.763039197700231e-07,
          2.5000004997363948e-08)
 _EXP_HI_64, _EXP_LO_64 = 710.0, -746.0
+_EXP_SUB_64 = -705.0
+_EXP_MNORM_64 = 6755399441055744.0 + 1022  # 1.5*2**52 + bias of 2**(n-1)
+_EXP_MSUB_64 = 6755399441055744.0 + 1023 + 512
+_EXP_FSUB_64 = 2.0 ** -512
 _EXPM1_LO_64 = -40.0
 _TINY_EXPM1_64 = 2.0 ** -54
 
@@ -386,32 +413,56 @@ def _expq_f64(r):
 def exp_f32(x):
     _always_inline()
     x = f32(x)
-    xc = _where(x < _EXP_HI_32, x, _EXP_HI_32)     # NaN handled at the end
-    xc = _where(xc > _EXP_LO_32, xc, _EXP_LO_32)
-    n = _rint(xc * _INVLN2_32)
+    # Clamp with NaN-propagating selects (a NaN flows through the arithmetic
+    # and comes out NaN, no final select needed).
+    xc = _where(x > _EXP_HI_32, _EXP_HI_32, x)
+    xc = _where(xc < _EXP_LO_32, _EXP_LO_32, xc)
+    # n = rint(x/ln2) by the magic-number trick; the magic also carries the
+    # exponent bias, so bits(t) << 23 is 2**(n + bias - 127) directly.
+    # Normal results: 2**(n-1) * p, then * 2 (exact; n = 128 overflows
+    # correctly).  Subnormal results (x < -86): 2**(n+64) * p (exact), then
+    # * 2**-64 rounds once.
+    sub = xc < _EXP_SUB_32
+    m = _where(sub, _EXP_MSUB_32, _EXP_MNORM_32)
+    t = _fma(xc, _INVLN2_32, m)
+    n = t - m                                       # exact
     r = _fma(-n, _LN2HI_32, xc)                     # exact
     r = _fma(-n, _LN2LO_32, r)
-    p = _F32_ONE + _fma(r * r, _expq_f32(r), r)
-    n1 = _rint(n * _F32_HALF)       # 2**n = 2**n1 * 2**n2 with both factors
-    n2 = n - n1                     # normal: subnormal results round once
-    res = (p * _pow2(n1)) * _pow2(n2)
-    return _where(x != x, x, res)
+    c = _EQ32
+    q = _fma(c[4], r, c[3])
+    q = _fma(q, r, c[2])
+    q = _fma(q, r, c[1])
+    q = _fma(q, r, c[0])
+    q = _fma(q, r, _F32_ONE)
+    q = _fma(q, r, _F32_ONE)                         # exp(r)
+    return (q * _exp_scale(t)) * _where(sub, _EXP_FSUB_32, _F32_TWO)
 
 
 @_njit
 def exp_f64(x):
     _always_inline()
     x = np.float64(x)
-    xc = _where(x < _EXP_HI_64, x, _EXP_HI_64)
-    xc = _where(xc > _EXP_LO_64, xc, _EXP_LO_64)
-    n = _rint(xc * _INVLN2_64)
+    xc = _where(x > _EXP_HI_64, _EXP_HI_64, x)
+    xc = _where(xc < _EXP_LO_64, _EXP_LO_64, xc)
+    sub = xc < _EXP_SUB_64
+    m = _where(sub, _EXP_MSUB_64, _EXP_MNORM_64)
+    t = _fma(xc, _INVLN2_64, m)
+    n = t - m
     r = _fma(-n, _LN2HI_64, xc)
     r = _fma(-n, _LN2LO_64, r)
-    p = 1.0 + _fma(r * r, _expq_f64(r), r)
-    n1 = _rint(n * 0.5)
-    n2 = n - n1
-    res = (p * _pow2(n1)) * _pow2(n2)
-    return _where(x != x, x, res)
+    c = _EQ64
+    q = _fma(c[9], r, c[8])
+    q = _fma(q, r, c[7])
+    q = _fma(q, r, c[6])
+    q = _fma(q, r, c[5])
+    q = _fma(q, r, c[4])
+    q = _fma(q, r, c[3])
+    q = _fma(q, r, c[2])
+    q = _fma(q, r, c[1])
+    q = _fma(q, r, c[0])
+    q = _fma(q, r, 1.0)
+    q = _fma(q, r, 1.0)
+    return (q * _exp_scale(t)) * _where(sub, _EXP_FSUB_64, 2.0)
 
 
 @_njit

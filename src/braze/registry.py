@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .composite import check_name
-from .errors import CompositeError, user_frame, where
+from .errors import CompositeError, where
 
 _lock = threading.Lock()
 _seq = itertools.count()
@@ -54,8 +54,16 @@ class KernelEntry:
 
 
 def _location() -> str:
-    loc = user_frame()
-    return f"{loc[0]}:{loc[1]}" if loc else "?"
+    """file:line of the code that registered (the first frame outside this
+    module and composite.py, so kernels inside braze report their own file)."""
+    import os
+    import sys
+
+    here = {os.path.abspath(__file__), os.path.abspath(os.path.join(os.path.dirname(__file__), "composite.py"))}
+    frame = sys._getframe(1)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename) in here:
+        frame = frame.f_back
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else "?"
 
 
 def register_kernel(name: str, target: str, fn: Callable | None = None, *, priority: int = 0,

@@ -59,10 +59,8 @@ def _signature(avals) -> str:
 
 def _check_declared(entry, args, attrs, body_avals) -> None:
     declared = entry.abstract(*args, **attrs)
-    if isinstance(declared, tuple) and len(declared) == 2 and not isinstance(declared[0], tuple) or (
-        isinstance(declared, tuple) and len(declared) == 2 and isinstance(declared[1], (np.dtype, type, str))
-    ):
-        declared = [declared]
+    if isinstance(declared, tuple) and len(declared) == 2 and isinstance(declared[1], (np.dtype, type, str)):
+        declared = [declared]  # one (shape, dtype) pair rather than a sequence of them
     declared_avals = tuple(Aval(tuple(s), np.dtype(d)) for s, d in declared)
     expected = tuple(Aval(a.shape, a.dtype) for a in body_avals)
     if declared_avals != expected:

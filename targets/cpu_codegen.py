@@ -67,7 +67,12 @@ except ImportError:
     vm = None
 """
 
-FLAGS = 'fastmath={"reassoc", "contract", "nsz"}, error_model="numpy", cache=True, nogil=True'
+FLAGS = 'error_model="numpy", cache=True, nogil=True'
+# Reassociation lets LLVM vectorize float sum/product reductions, but it also
+# rewrites arithmetic across inf/NaN ((a + b) - b -> a, where NumPy gives NaN
+# for b = inf): only kernels with such a reduction get it.
+FASTMATH_REDUCE = '{"reassoc", "contract", "nsz"}'
+FASTMATH = '{"contract", "nsz"}'
 
 
 
@@ -373,7 +378,9 @@ class _Gen:
             + [f"c{k}" for k in range(len(self.consts))]
             + (["tf"] if self.has_trig else [])
         )
-        flags = f"parallel={parallel}, {FLAGS}"
+        reassoc = any(m.op in ("reduce_sum", "reduce_prod") and np.dtype(m.aval.dtype).kind == "f"
+                      for m in loop.members)
+        flags = f"parallel={parallel}, fastmath={FASTMATH_REDUCE if reassoc else FASTMATH}, {FLAGS}"
         return f"\n\n@njit({flags})\ndef {name}({', '.join(args)}):\n" + "\n".join(body.lines) + "\n"
 
     def _row_env(self, w: _Writer, env: dict, upto: int) -> None:

@@ -111,3 +111,18 @@ def test_composites_are_inlined_and_fused():
 
     p = program(lambda x: sm(x) * 3.0, X)
     assert len(loops(p)) == 1
+
+
+def test_reshape_of_a_leaf_is_a_view_not_a_kernel_member():
+    """Found by fuzzing: (5,) -> (5,1) inside a kernel indexed the leaf with the
+    inner index."""
+    def prog(x):
+        t0 = x.sum(axis=-1)[..., None] * 1.0 + 0 * x
+        return t0.sum() + 0 * t0
+
+    x = np.arange(25, dtype=np.int32).reshape(5, 5)
+    p = program(prog, x)
+    for k in loops(p):
+        for m in k.members:
+            assert m.op not in ("reshape", "broadcast_to") or any(m.inputs[0] is n for n in k.members)
+    np.testing.assert_array_equal(braze.compile(prog, target="cpu")(x), prog(x))

@@ -275,6 +275,9 @@ def fuse(graph: Graph) -> Program:
         counter[kind] += 1
         return f"{kind}{counter[kind] - 1}"
 
+    for group in groups:
+        _evict_dangling_layouts(group, group_of, spaces)
+    groups = [g for g in groups if g.nodes]
     groups = _merge_siblings(groups, group_of)
 
     # One step per group, extern and view; then order the steps topologically.
@@ -312,6 +315,22 @@ def fuse(graph: Graph) -> Program:
             step = _make_loop(name("k"), group, members, spaces, consumers, graph_outputs)
         program.steps.append(step)
     return program
+
+
+def _evict_dangling_layouts(group: _Group, group_of: dict, spaces: dict) -> None:
+    """A layout op inside a kernel must read another member: a kernel indexes its
+    leaves in the consumer's index space, which a reshape of a leaf would break.
+    Such ops leave the kernel and become views (made with strides)."""
+    changed = True
+    while changed:
+        changed = False
+        for node in list(group.nodes):
+            if node.op in LAYOUT_OPS and id(node.inputs[0]) not in group.members:
+                group.nodes.remove(node)
+                group.members.discard(id(node))
+                group_of.pop(id(node), None)
+                spaces.pop(id(node), None)
+                changed = True
 
 
 def _merge_siblings(groups: list[_Group], group_of: dict) -> list[_Group]:

@@ -202,3 +202,20 @@ def test_verify_reports_errors_per_kernel_and_dtype(fresh):
     assert sorted(r.ok for r in reports) == [False, False, True, True]
     with pytest.raises(AssertionError, match="disagree"):
         braze.testing.check_kernel("braze.test.verify")
+
+
+def test_a_numba_njit_function_is_a_kernel(fresh):
+    from numba import njit
+
+    op = make("braze.test.njit_kernel")
+
+    @njit(cache=False)
+    def tanh_scaled(x, k):
+        return np.tanh(x) * k
+
+    op.register("cpu", priority=3)(tanh_scaled)  # the attribute k arrives as a keyword
+    f = braze.compile(lambda x: op(x, k=2.0) + 1.0, target="cpu")
+    assert_same(f(X), np.tanh(X) * 2.0 + 1.0)
+    assert "chosen: tanh_scaled" in f.lower(X).plan
+    (report,) = [r for r in braze.verify(op.name, "cpu") if r.dtype == "float64"]
+    assert report.ok and report.kernel == "tanh_scaled" and report.max_rel_error < 1e-12

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numba
 
 import braze
+from braze.log import logger
 
 _lock = threading.RLock()
 _loaded: dict[tuple, object] = {}     # (key, function name) -> dispatcher
@@ -129,12 +130,14 @@ def load(source: str, name: str = "kernel"):
                     existing = f.read()
             if existing == text:
                 _stats.modules_reused += 1
+                logger.info("kernel %s: module found in the disk cache %s", key[:12], directory)
             else:
                 if existing is not None:
                     _warn_corrupt(path, "its text does not match its name")
                     _clear_numba_cache(directory, modname)
                 _write_atomic(path, text)
                 _stats.modules_written += 1
+                logger.info("kernel %s: new module written to %s", key[:12], directory)
             try:
                 module = _import(modname, path)
             except Exception as exc:  # a corrupt numba cache or module: rebuild once

@@ -34,6 +34,8 @@ def test_new_batch_sizes_reuse_the_compiled_kernel(tmp_path, monkeypatch):
     (serial; parallel, tiered up once the work is large enough) compiled by numba
     exactly once: no compilation for a new batch size."""
     monkeypatch.setenv("BRAZE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(cpu_cache, "_loaded", {})  # as in a fresh process: nothing loaded yet
+    monkeypatch.setattr(cpu_cache, "_modules", {})
     f = braze.compile(softmax, target="cpu")
     rng = np.random.default_rng(0)
     for rows in (32, 64, 1000, 64, 2000):

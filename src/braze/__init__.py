@@ -25,6 +25,7 @@ from .errors import (
     UnsupportedOpError,
 )
 from .graph import Graph, Node
+from .log import set_log
 from .registry import disable_kernels, register_kernel
 from .select import KernelError
 from .verify import verify
@@ -50,5 +51,5 @@ __all__ = [
     "BrazeError", "CacheInfo", "Compiled", "Composite", "CompositeError", "ConcretizationError",
     "DTypeError", "Graph", "Lowered", "Node", "ShapeError", "TargetError", "TraceError",
     "UnsupportedOpError", "KernelError", "bind", "cache_info", "clear_cache", "compile",
-    "disable_kernels", "explain", "register_kernel", "verify", "testing", "composite", "numpy", "trace",
+    "disable_kernels", "explain", "register_kernel", "set_log", "verify", "testing", "composite", "numpy", "trace",
 ]

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
+import time
 import math
 import threading
 import weakref
@@ -26,6 +28,7 @@ from .core import EagerContext, current_context
 from .errors import BrazeError, where
 from .graph import Graph
 from . import registry
+from .log import logger
 from .passes import run_passes
 from .select import select
 from .tracing import GraphContext, trace_flat
@@ -325,12 +328,21 @@ class Compiled:
                 out_tree.append(treedef)
                 return leaves
 
+            reason = self._miss_reason(call)
+            t0 = time.perf_counter()
             graph, mutated = trace_flat(flat_fn, call.avals, call.names)
             n_out = len(graph.outputs) - len(mutated)
+            t1 = time.perf_counter()
             graph, stages = run_passes(graph, keep_stages=True)
+            t2 = time.perf_counter()
             entry = _Entry(call.key, graph, stages, None, out_tree[0], n_out, mutated, donated=call.donated)
             self._select_and_lower(entry)
-            self._info.reasons.append(self._miss_reason(call))
+            t3 = time.perf_counter()
+            if logger.isEnabledFor(logging.INFO):
+                logger.info("%s: traced for %s (%s): trace %.1f ms, passes %.1f ms, select+lower %.1f ms, "
+                            "%d nodes", self.__name__, self.target.name, reason, (t1 - t0) * 1e3,
+                            (t2 - t1) * 1e3, (t3 - t2) * 1e3, len(graph.nodes))
+            self._info.reasons.append(reason)
             self._info.misses += 1
             self._cache[call.key] = entry
             self._last_call = call

@@ -1,8 +1,11 @@
 """The ``braze`` command line.
 
 ``braze`` (or ``braze demo``) compiles a small NumPy layer on every
-available target, checks it against NumPy and prints its graph;
-``braze targets`` lists the targets.
+available target, checks it against NumPy and prints its graph.
+``braze explain MODULE:FUNCTION --shape x=4096,1024:float32 ...`` prints what
+braze decides for a function; ``braze targets`` lists the targets with
+device details; ``braze kernels`` the registered composite kernels;
+``braze cache info|clear`` the compile caches.
 """
 from __future__ import annotations
 
@@ -51,12 +54,116 @@ def demo(args) -> int:
     return status
 
 
+def _cpu_details() -> str:
+    import os
+    import platform
+
+    model, flags = platform.processor() or platform.machine(), set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name") and model in ("", platform.machine()):
+                    model = line.split(":", 1)[1].strip()
+                elif line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    simd = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "SSE" if flags else "unknown"
+    return f"{model}, {os.cpu_count()} logical CPUs, widest SIMD: {simd}"
+
+
 def targets(args) -> int:
     from braze.targets import available
 
     for name, target in available().items():
         state = "available" if target.is_available() else "unavailable"
         print(f"{name:8s} {state:12s} {target.describe()}")
+    print(f"{'':8s} {'':12s} CPU: {_cpu_details()}")
+    return 0
+
+
+def _parse_shape(spec: str):
+    """``x=4096,1024:float32`` -> ("x", (4096, 1024), "float32")."""
+    import braze
+
+    try:
+        name, rest = spec.split("=", 1)
+        dims, _, dtype = rest.partition(":")
+        shape = tuple(int(d) for d in dims.split(",") if d.strip()) if dims.strip() else ()
+        return name.strip(), shape, np.dtype(dtype or "float64")
+    except (ValueError, TypeError) as exc:
+        raise braze.BrazeError(
+            f"--shape {spec!r}: expected NAME=D0,D1,...:DTYPE (e.g. x=4096,1024:float32), {exc}"
+        ) from None
+
+
+def _load_function(ref: str):
+    import importlib
+    import importlib.util
+    import os
+
+    import braze
+
+    if ":" not in ref:
+        raise braze.BrazeError(f"{ref!r}: expected MODULE:FUNCTION or path/to/file.py:FUNCTION")
+    module_ref, func = ref.rsplit(":", 1)
+    if module_ref.endswith(".py") or os.path.sep in module_ref:
+        spec = importlib.util.spec_from_file_location("braze_explain_target", module_ref)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(module_ref)
+    try:
+        return getattr(module, func)
+    except AttributeError:
+        raise braze.BrazeError(f"{module_ref} has no function {func!r}") from None
+
+
+def explain(args) -> int:
+    import braze
+
+    fn = _load_function(args.function)
+    rng = np.random.default_rng(0)
+    kwargs = {}
+    for spec in args.shape or []:
+        name, shape, dtype = _parse_shape(spec)
+        value = rng.standard_normal(shape)
+        kwargs[name] = value.astype(dtype) if dtype.kind in "fc" else (value * 10).astype(dtype)
+    print(braze.explain(braze.compile(fn, target=args.target), **kwargs))
+    return 0
+
+
+def kernels(args) -> int:
+    from braze import registry
+    from braze.composite import defined
+    from braze.targets import available
+
+    available()  # instantiating the targets registers their library kernels
+    names = sorted(set(defined()) | set(registry.all_kernels()))
+    for name in names:
+        entries = registry.kernels(name)
+        print(f"{name}: {len(defined(name).get(name, []))} definition(s)")
+        if not entries:
+            print("    no registered kernels: the body is inlined and fused")
+        for e in sorted(entries, key=lambda e: (e.target, -e.priority, -e.seq)):
+            extras = ", ".join(x for x, v in (("when", e.when), ("backward", e.backward), ("abstract", e.abstract)) if v)
+            print(f"    {e.target:7s} priority {e.priority:3d}  {e.label}  ({e.location}){'  ' + extras if extras else ''}")
+    return 0
+
+
+def cache(args) -> int:
+    import braze
+
+    if args.action == "clear":
+        braze.clear_cache()
+        print("cleared the in-memory traces and the kernel cache")
+        return 0
+    info = braze.cache_info()
+    kernels = info.pop("cpu_kernels")
+    for k, v in info.items():
+        print(f"{k:20s} {v}")
+    for k, v in kernels.items():
+        print(f"{k:20s} {v}")
     return 0
 
 
@@ -66,13 +173,27 @@ def main(argv=None) -> int:
     p = sub.add_parser("demo", help="compile a NumPy layer, check it, print its graph (default)")
     p.add_argument("--rows", type=int, default=1024)
     p.add_argument("--repeat", type=int, default=20)
-    sub.add_parser("targets", help="list targets and their availability")
+    sub.add_parser("targets", help="list targets, their availability and device details")
+    p = sub.add_parser("explain", help="print the graph, kernel choices, fused kernels and source of a function")
+    p.add_argument("function", help="MODULE:FUNCTION or path/to/file.py:FUNCTION")
+    p.add_argument("--shape", action="append", metavar="NAME=D0,D1:DTYPE",
+                   help="an argument's shape and dtype, e.g. x=4096,1024:float32 (repeat per argument)")
+    p.add_argument("--target", default="auto")
+    sub.add_parser("kernels", help="list composite ops and their registered kernels per target")
+    p = sub.add_parser("cache", help="show or clear braze's compile caches")
+    p.add_argument("action", choices=["info", "clear"])
     args = parser.parse_args(argv)
     if args.command in (None, "demo"):
         if args.command is None:
             args = parser.parse_args(["demo"] + list(argv or []))
         return demo(args)
-    return {"targets": targets}[args.command](args)
+    import braze
+
+    try:
+        return {"targets": targets, "explain": explain, "kernels": kernels, "cache": cache}[args.command](args)
+    except braze.BrazeError as exc:
+        print(f"braze {args.command}: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -180,6 +180,16 @@ def main(argv=None) -> int:
                    help="an argument's shape and dtype, e.g. x=4096,1024:float32 (repeat per argument)")
     p.add_argument("--target", default="auto")
     sub.add_parser("kernels", help="list composite ops and their registered kernels per target")
+    p = sub.add_parser("bench", help="the standard workloads against NumPy and installed peers")
+    p.add_argument("--target", default="cpu")
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="one size per workload (the default)")
+    size.add_argument("--full", action="store_true", help="every size")
+    size.add_argument("--tiny", action="store_true", help="tiny sizes (a smoke test of the command)")
+    p.add_argument("--peers", help="comma-separated subset of numexpr,numba,jax,torch (default: all installed)")
+    p.add_argument("--json", metavar="FILE")
+    p.add_argument("--markdown", metavar="FILE")
+    p.add_argument("--plot", metavar="FILE.png", help="roofline and speedup charts (needs matplotlib)")
     p = sub.add_parser("cache", help="show or clear braze's compile caches")
     p.add_argument("action", choices=["info", "clear"])
     args = parser.parse_args(argv)
@@ -190,6 +200,10 @@ def main(argv=None) -> int:
     import braze
 
     try:
+        if args.command == "bench":
+            from .bench import main as bench_main
+
+            return bench_main(args)
         return {"targets": targets, "explain": explain, "kernels": kernels, "cache": cache}[args.command](args)
     except braze.BrazeError as exc:
         print(f"braze {args.command}: {exc}", file=sys.stderr)

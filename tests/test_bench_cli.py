@@ -18,6 +18,8 @@ def test_bench_tiny_writes_table_json_markdown_and_png(tmp_path, capsys, monkeyp
     for name in (w.name for w in W.WORKLOADS.values()):
         assert f"== {name} ==" in out
     assert "STREAM triad" in out and "braze[cpu]" in out and "% triad" in out
+    braze_lines = [line for line in out.splitlines() if "braze[cpu]" in line]
+    assert all(line.rstrip().endswith(("compiled", "disk cache", "in memory")) for line in braze_lines)
     assert "skipped: not installed (ImportError)" in out
     data = json.loads(paths["json"].read_text())
     rows = [r for r in data["results"] if r["impl"] == "braze[cpu]"]

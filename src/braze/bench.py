@@ -65,16 +65,16 @@ def tables(report: dict) -> str:
 
 def markdown(report: dict) -> str:
     lines = [f"STREAM triad: {report['triad_gbps']:.1f} GB/s", "",
-             "| workload | shape | dtype | impl | median ms | vs NumPy | GB/s | % triad | first call s |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| workload | shape | dtype | impl | median ms | vs NumPy | GB/s | % triad | first call s | kernels |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in report["results"]:
         shape = "x".join(map(str, r.shape))
         if r.skipped:
-            lines.append(f"| {W.WORKLOADS[r.workload].name} | {shape} | {r.dtype} | {r.impl} | skipped: {r.skipped} | | | | |")
+            lines.append(f"| {W.WORKLOADS[r.workload].name} | {shape} | {r.dtype} | {r.impl} | skipped: {r.skipped} | | | | | |")
         else:
             lines.append(f"| {W.WORKLOADS[r.workload].name} | {shape} | {r.dtype} | {r.impl} | {r.median_s * 1e3:.3f} | "
                          f"{r.speedup:.2f}x | {r.gbps:.1f} | {100 * r.gbps / report['triad_gbps']:.0f}% | "
-                         f"{r.first_call_s:.3f} |")
+                         f"{r.first_call_s:.3f} | {r.extra.get('kernels', '')} |")
     return "\n".join(lines) + "\n"
 
 

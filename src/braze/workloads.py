@@ -261,13 +261,19 @@ def measure(w: Workload, shape, dtype, target="cpu", peers=("numexpr", "numba", 
             results.append(r)
             continue
         try:
+            if name.startswith("braze"):
+                from braze.targets import cpu_cache
+
+                before = cpu_cache.info()
             t0 = time.perf_counter()
             got = fn(*args)
             r.first_call_s = time.perf_counter() - t0
             check_close(got, want, dtype)
             if name.startswith("braze"):
-                from braze.targets import cpu_cache
-
+                after = cpu_cache.info()
+                compiled = after["numba_compiles"] - before["numba_compiles"]
+                loaded = after["numba_disk_hits"] - before["numba_disk_hits"]
+                r.extra["kernels"] = ("compiled" if compiled else "disk cache" if loaded else "in memory")
                 cpu_cache.wait_background()  # time the tiered-up (parallel) kernel
             r.median_s, _ = time_call(fn, args, min_time)
         except Exception as exc:  # a peer that cannot compile this source, or disagrees
@@ -286,7 +292,7 @@ def measure(w: Workload, shape, dtype, target="cpu", peers=("numexpr", "numba", 
 
 def format_table(results: list[Result], triad: float) -> str:
     lines = [f"{'workload':24s} {'shape':>14s} {'dtype':8s} {'impl':14s} {'median':>10s} {'vs numpy':>9s} "
-             f"{'GB/s':>7s} {'% triad':>8s} {'1st call':>9s}"]
+             f"{'GB/s':>7s} {'% triad':>8s} {'1st call':>9s}  kernels"]
     for r in results:
         name = WORKLOADS[r.workload].name if r.workload in WORKLOADS else r.workload
         shape = "x".join(map(str, r.shape))
@@ -296,6 +302,7 @@ def format_table(results: list[Result], triad: float) -> str:
         lines.append(
             f"{name:24s} {shape:>14s} {r.dtype:8s} {r.impl:14s} {r.median_s * 1e3:8.3f}ms "
             f"{r.speedup:8.2f}x {r.gbps:7.1f} {100 * r.gbps / triad:7.0f}% {r.first_call_s:8.3f}s"
+            f"  {r.extra.get('kernels', '')}"
         )
     return "\n".join(lines)
 

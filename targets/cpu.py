@@ -28,6 +28,7 @@ from braze.fusion import Loop, Program, fuse  # noqa: E402
 from braze.graph import Graph  # noqa: E402
 from braze.passes import inline_composites, run_passes  # noqa: E402
 
+import logging  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
 
@@ -105,42 +106,27 @@ def _loop_runner(loop: Loop, slot_of: dict, kernel, ks, buffers: dict, tier_up: 
             slots[slot] = out
             flats.append(out.reshape(-1))
         extra = (np.zeros(1, np.int8),) if trig else ()
-        if first[0]:
-            first[0] = False
-            _timed_first_call(kernel, loop.name, args, flats, sizes, consts, extra)
-            return
+        first = pending[1]
+        if first:
+            pending[1] = False
+            hits, t0 = sum(kernel.stats.cache_hits.values()), time.perf_counter()
         try:
             kernel(*args, *flats, *sizes, *consts, *extra)
         except Exception as exc:  # a corrupt numba cache entry: rebuilt once, then rerun
             kernel = cpu_cache.recover(kernel, exc)
             kernel(*args, *flats, *sizes, *consts, *extra)
+        if first and cpu_cache.logger.isEnabledFor(logging.INFO):
+            how = "loaded from numba's disk cache" if sum(kernel.stats.cache_hits.values()) > hits \
+                else "compiled by numba"
+            cpu_cache.logger.info("%s (%s): %s in %.1f ms", loop.name, kernel.py_func.__name__, how,
+                                  (time.perf_counter() - t0) * 1e3)
         if trig and extra[0][0]:  # a sin/cos argument beyond the vector range: exact rerun
             cpu_cache.load(ks.source, "kernel_exact")(*args, *flats, *sizes, *consts, *extra)
         if pending[0]:
             pending[0] = False
             cpu_cache.compile_parallel_later(ks.source, kernel, swap)
 
-    pending = [tier_up]
-    first = [True]
-
-    def _timed_first_call(k, name, args, flats, sizes, consts, extra):
-        nonlocal kernel
-        hits = sum(k.stats.cache_hits.values())
-        t0 = time.perf_counter()
-        try:
-            k(*args, *flats, *sizes, *consts, *extra)
-        except Exception as exc:  # a corrupt numba cache entry: rebuilt once, then rerun
-            kernel = cpu_cache.recover(k, exc)
-            kernel(*args, *flats, *sizes, *consts, *extra)
-        if cpu_cache.logger.isEnabledFor(20):
-            how = "loaded from numba's disk cache" if sum(k.stats.cache_hits.values()) > hits else "compiled by numba"
-            cpu_cache.logger.info("%s (%s): %s in %.1f ms", name, k.py_func.__name__, how,
-                                  (time.perf_counter() - t0) * 1e3)
-        if trig and extra[0][0]:
-            cpu_cache.load(ks.source, "kernel_exact")(*args, *flats, *sizes, *consts, *extra)
-        if pending[0]:
-            pending[0] = False
-            cpu_cache.compile_parallel_later(ks.source, kernel, swap)
+    pending = [tier_up, True]  # [tier up after the next call, next call is the first]
 
     def swap(parallel):
         nonlocal kernel

@@ -62,7 +62,6 @@ def _wrap(name: str):
             return traced(*args, **kwargs)
         return original(*args, **kwargs)
 
-    wrapper.__braze_wrapper__ = True
     return wrapper
 
 

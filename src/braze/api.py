@@ -181,11 +181,7 @@ class Compiled:
         return lambda dynamic: self._run(entry, dynamic)
 
     def _run(self, entry: _Entry, dynamic: list, outs=None):
-        outs = entry.executable.run(dynamic, outs) if outs is not None else entry.executable.run(dynamic)
-        for leaf, value in zip(entry.mutated, outs[entry.n_out:]):
-            target = dynamic[leaf]
-            if isinstance(target, np.ndarray) and value is not target:
-                np.copyto(target, value, casting="unsafe")
+        outs = self._run_raw(entry, dynamic, outs)
         results = [_finish(o) for o in outs[: entry.n_out]]
         return pytree.unflatten(entry.out_tree, results)
 
@@ -220,8 +216,9 @@ class Compiled:
 
         return call
 
-    def _run_raw(self, entry: _Entry, dynamic: list, outs):
-        results = entry.executable.run(dynamic, outs)
+    def _run_raw(self, entry: _Entry, dynamic: list, outs=None):
+        """Run ``entry``; write back inputs the function updated in place; return the raw results."""
+        results = entry.executable.run(dynamic) if outs is None else entry.executable.run(dynamic, outs)
         for leaf, value in zip(entry.mutated, results[entry.n_out:]):
             target = dynamic[leaf]
             if isinstance(target, np.ndarray) and value is not target:

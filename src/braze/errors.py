@@ -77,9 +77,3 @@ class CompositeError(BrazeError):
 
 class TraceError(BrazeError):
     """A misuse of tracing itself, such as a tracer that escaped its trace."""
-
-
-def fmt_aval(shape, dtype) -> str:
-    from .aval import short_dtype
-
-    return f"{short_dtype(dtype)}[{','.join(str(d) for d in shape)}]"

@@ -381,15 +381,10 @@ def _merge_siblings(groups: list[_Group], group_of: dict) -> list[_Group]:
     return groups
 
 
-def _feeds(outside: list[Node], group: _Group, group_of, pos) -> bool:
-    """Whether any outside reader of a candidate (or its kernel) is upstream of ``group``."""
-    sources = []
-    for c in outside:
-        other = group_of.get(id(c))
-        sources.extend(other.nodes if other is not None else [c])
-    targets = {id(n) for n in sources}
-    lowest = min(pos[id(n)] for n in sources)
-    stack, seen = list(group.nodes), set()
+def _reaches(starts, targets: set[int], pos, lowest: int) -> bool:
+    """Whether an input (transitively) of one of ``starts`` is in ``targets``;
+    nodes at or before position ``lowest`` cannot lead there and are skipped."""
+    stack, seen = list(starts), set()
     while stack:
         node = stack.pop()
         for i in node.inputs:
@@ -401,21 +396,20 @@ def _feeds(outside: list[Node], group: _Group, group_of, pos) -> bool:
     return False
 
 
+def _feeds(outside: list[Node], group: _Group, group_of, pos) -> bool:
+    """Whether any outside reader of a candidate (or its kernel) is upstream of ``group``."""
+    sources = []
+    for c in outside:
+        other = group_of.get(id(c))
+        sources.extend(other.nodes if other is not None else [c])
+    lowest = min(pos[id(n)] for n in sources)
+    return _reaches(group.nodes, {id(n) for n in sources}, pos, lowest)
+
+
 def _downstream(node: Node, group: _Group, pos) -> bool:
     """Whether an input of ``node`` outside ``group`` is computed from a member."""
-    members = group.members
-    lowest = min(pos[id(n)] for n in group.nodes)
-    stack = [i for i in node.inputs if id(i) not in members]
-    seen = set()
-    while stack:
-        n = stack.pop()
-        for i in n.inputs:
-            if id(i) in members:
-                return True
-            if id(i) not in seen and pos[id(i)] > lowest:
-                seen.add(id(i))
-                stack.append(i)
-    return False
+    outside = [i for i in node.inputs if id(i) not in group.members]
+    return _reaches(outside, group.members, pos, min(pos[id(n)] for n in group.nodes))
 
 
 def _make_loop(name, group, members, spaces, consumers, graph_outputs) -> Loop:

@@ -135,6 +135,7 @@ class Compiled:
             self._static_argnames += tuple(n for n in fn.attr_names if n not in self._static_argnames)
         self._donate_argnums = _as_tuple(donate_argnums)
         self._cache: dict[tuple, _Entry] = {}
+        self._vjp_cache: dict[tuple, Any] = {}
         self._fast: dict[tuple, tuple] = {}
         self._lock = threading.Lock()
         self._info = CacheInfo()
@@ -153,8 +154,8 @@ class Compiled:
                     and fast[2].registry_version == registry.VERSION[0] and not registry.disabled_state()):
                 self._info.hits += 1
                 return fast[0](list(args))
-        if isinstance(current_context(), GraphContext):
-            return self.fn(*args, **kwargs)  # inside another trace: inline
+        if not isinstance(current_context(), EagerContext):
+            return self.fn(*args, **kwargs)  # inside another trace or under a gradient tape: inline
         call = self._split(args, kwargs)
         entry = self._cache.get(call.key)
         if entry is None:
@@ -232,6 +233,30 @@ class Compiled:
         entry = self._fresh(entry) if entry is not None else self._compile(call)
         return Lowered(entry, self.target)
 
+    # ---- paired forward / backward
+    def vjp(self, *args, **kwargs):
+        """``(out, vjp_fn)``: run the compiled *forward* program now, which returns
+        the results and saves the residuals the backward needs; ``vjp_fn(ct)``
+        runs the compiled *backward* program on them and a cotangent shaped
+        like ``out``, and returns one cotangent per positional argument (with
+        its structure; None for integer and static leaves).
+
+        >>> import numpy as np, braze
+        >>> f = braze.compile(lambda x: np.sum(np.tanh(x)), target="generic")
+        >>> out, back = f.vjp(np.zeros(3))
+        >>> back(1.0)
+        (array([1., 1., 1.]),)
+        """
+        from .paired import run_vjp
+
+        return run_vjp(self, args, kwargs)
+
+    def lower_vjp(self, *args, **kwargs) -> "LoweredVJP":
+        """Both programs of ``vjp`` for these arguments, and the residuals saved."""
+        from .paired import lower_vjp
+
+        return lower_vjp(self, args, kwargs)
+
     def cache_info(self) -> CacheInfo:
         info = self._info
         return CacheInfo(info.hits, info.misses, len(self._cache), list(info.reasons))
@@ -239,6 +264,7 @@ class Compiled:
     def clear_cache(self) -> None:
         with self._lock:
             self._cache.clear()
+            self._vjp_cache.clear()
             self._fast.clear()
             self._info = CacheInfo()
             self._last_call = None
@@ -327,7 +353,7 @@ class Compiled:
 
             reason = self._miss_reason(call)
             t0 = time.perf_counter()
-            graph, mutated = trace_flat(flat_fn, call.avals, call.names)
+            graph, mutated = trace_flat(flat_fn, call.avals, call.names, target=self.target.name)
             n_out = len(graph.outputs) - len(mutated)
             t1 = time.perf_counter()
             graph, stages = run_passes(graph, keep_stages=True)

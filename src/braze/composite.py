@@ -36,6 +36,7 @@ class Composite:
         self.name = check_name(name)
         self.fn = fn
         self.examples = examples  # () -> list of (args, attrs) or of argument tuples
+        self._vjp = None  # (fwd, bwd) from defvjp
         self.__wrapped__ = fn
         self.__doc__ = fn.__doc__
         self.__name__ = getattr(fn, "__name__", name)
@@ -71,6 +72,30 @@ class Composite:
         for value in arrays:
             flat.extend(value if isinstance(value, tuple) and _is_varargs(self._sig, value, bound) else [value])
         return bind("composite", *flat, composite=self, attrs=attr_items)
+
+    def defvjp(self, fwd, bwd) -> "Composite":
+        """Give this composite a custom gradient, in the shape of ``jax.custom_vjp``.
+
+        ``fwd(*args, **attrs)`` returns ``(out, residuals)``; ``bwd(residuals,
+        cotangent, **attrs)`` (attributes only if the composite has any)
+        returns a tuple with one cotangent per array argument (None for
+        integer ones). Both are written with NumPy calls like the body, so
+        they run eagerly, compiled, and differentiated again. Without
+        ``defvjp`` the gradient is derived from the body.
+
+        >>> import numpy as np, braze
+        >>> @braze.composite("example.math.cube")
+        ... def cube(x):
+        ...     return x ** 3
+        >>> cube.defvjp(lambda x: (x ** 3, (x,)), lambda res, g: (3 * res[0] ** 2 * g,))
+        <braze.composite example.math.cube>
+        >>> braze.grad(lambda x: cube(x).sum())(np.array([1.0, 2.0]))
+        array([ 3., 12.])
+        """
+        if not callable(fwd) or not callable(bwd):
+            raise CompositeError(f"composite {self.name}: defvjp needs two functions, fwd and bwd{where()}")
+        self._vjp = (fwd, bwd)
+        return self
 
     def register(self, target: str, *, priority: int = 0, when=None, backward=None, abstract=None):
         """Decorator: register a ``target`` kernel for this composite (see

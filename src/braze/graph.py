@@ -112,13 +112,14 @@ class Graph:
     is held by reference and passed anew at every call.
     """
 
-    __slots__ = ("inputs", "outputs", "captures", "input_names", "_hash")
+    __slots__ = ("inputs", "outputs", "captures", "input_names", "notes", "_hash")
 
-    def __init__(self, inputs, outputs, captures=(), input_names=None):
+    def __init__(self, inputs, outputs, captures=(), input_names=None, notes=()):
         self.inputs = tuple(inputs)
         self.outputs = tuple(outputs)
         self.captures = tuple(captures)
         self.input_names = tuple(input_names or (f"in{i}" for i in range(len(self.inputs))))
+        self.notes = tuple(notes)  # decisions made while tracing (gradients), shown by explain
         self._hash = hash((self.inputs, self.outputs))
 
     @property

@@ -22,7 +22,7 @@ def rewrite(graph: Graph, fn: Callable[[Node], Node]) -> Graph:
         mapping[id(node)] = fn(new)
     outputs = [mapping[id(o)] for o in graph.outputs]
     inputs = [mapping.get(id(n), n) for n in graph.inputs]
-    return Graph(inputs, outputs, graph.captures, graph.input_names)
+    return Graph(inputs, outputs, graph.captures, graph.input_names, graph.notes)
 
 
 def cse(graph: Graph) -> Graph:
@@ -136,7 +136,7 @@ def _resolve_inlined(g: Graph, original: Graph, bodies: dict) -> Graph:
         return node
 
     out = rewrite(g, visit)
-    return Graph(out.inputs, out.outputs, captures, out.input_names)
+    return Graph(out.inputs, out.outputs, captures, out.input_names, original.notes)
 
 
 def dce(graph: Graph) -> Graph:
@@ -152,7 +152,7 @@ def dce(graph: Graph) -> Graph:
         return node
 
     g = rewrite(graph, visit)
-    return Graph(g.inputs, g.outputs, [graph.captures[i] for i in used], graph.input_names)
+    return Graph(g.inputs, g.outputs, [graph.captures[i] for i in used], graph.input_names, graph.notes)
 
 
 PASSES: list[tuple[str, Callable[[Graph], Graph]]] = [

@@ -62,6 +62,12 @@ def unflatten(treedef: tuple, leaves) -> Any:
     return build(treedef)
 
 
+def map_leaves(fn, tree: Any) -> Any:
+    """``tree`` with each leaf replaced by ``fn(leaf)``."""
+    leaves, treedef = flatten(tree)
+    return unflatten(treedef, [fn(leaf) for leaf in leaves])
+
+
 def describe(treedef: tuple) -> str:
     """A short human-readable form of a treedef, for error messages and logs."""
     kind = treedef[0]

@@ -84,36 +84,87 @@ def select(graph: Graph, target: str, choices: list[Choice] | None = None,
         choice = Choice(name, attrs, site=prefix + (params.get("site"),))
         choices.append(choice)
         args = [i.aval for i in node.inputs]
-        if registry.is_disabled(name, target):
-            choice.reason = "kernels switched off by disable_kernels"
+        best = _pick(name, target, args, attrs, choice)
+        if best is None:
             return _inline_later(node, target, choices, choice)
-        accepted = []
-        for entry in registry.kernels(name, target):
-            try:
-                ok = True if entry.when is None else bool(entry.when(*args, **dict(attrs)))
-            except Exception as exc:
-                raise CompositeError(
-                    f"the when= predicate of kernel {entry.label} (registered at {entry.location}) for "
-                    f"{name} raised {type(exc).__name__}: {exc}, for arguments {_signature(args)} and "
-                    f"attributes {dict(attrs)}; make it return True or False for every call"
-                ) from exc
-            choice.candidates.append((entry, "when accepted" if ok else "when rejected"))
-            if ok:
-                accepted.append(entry)
-        if not accepted:
-            choice.reason = "no registered kernel accepts this call" if choice.candidates else "nothing registered"
-            return _inline_later(node, target, choices, choice)
-        best = max(accepted, key=lambda e: (e.priority, e.seq))
-        choice.chosen = best
-        ties = [e for e in accepted if e.priority == best.priority and e is not best]
-        choice.reason = f"highest priority {best.priority}" + (", later registration wins the tie" if ties else "")
         if best.abstract is not None:
             _check_declared(best, args, dict(attrs), _avals(node.aval))
         out = tuple((a.shape, np.dtype(a.dtype).str) for a in _avals(node.aval))
         return Node.make("kernel", node.inputs, node.aval, name=name, attrs=attrs, entry=best,
-                         out=out, multi=isinstance(node.aval, tuple))
+                         out=out, multi=isinstance(node.aval, tuple), pair=None)
 
     return rewrite(graph, visit), choices
+
+
+def _pick(name: str, target: str, args, attrs: tuple, choice: Choice):
+    """The kernel selection picks for one call (None: inline the body); fills ``choice``."""
+    if registry.is_disabled(name, target):
+        choice.reason = "kernels switched off by disable_kernels"
+        return None
+    accepted = []
+    for entry in registry.kernels(name, target):
+        try:
+            ok = True if entry.when is None else bool(entry.when(*args, **dict(attrs)))
+        except Exception as exc:
+            raise CompositeError(
+                f"the when= predicate of kernel {entry.label} (registered at {entry.location}) for "
+                f"{name} raised {type(exc).__name__}: {exc}, for arguments {_signature(args)} and "
+                f"attributes {dict(attrs)}; make it return True or False for every call"
+            ) from exc
+        choice.candidates.append((entry, "when accepted" if ok else "when rejected"))
+        if ok:
+            accepted.append(entry)
+    if not accepted:
+        choice.reason = "no registered kernel accepts this call" if choice.candidates else "nothing registered"
+        return None
+    best = max(accepted, key=lambda e: (e.priority, e.seq))
+    choice.chosen = best
+    ties = [e for e in accepted if e.priority == best.priority and e is not best]
+    choice.reason = f"highest priority {best.priority}" + (", later registration wins the tie" if ties else "")
+    return best
+
+
+def choose(name: str, target: str, args, attrs: tuple):
+    """The kernel the selection pass would pick for this call, or None (the body)."""
+    return _pick(name, target, args, attrs, Choice(name, attrs))
+
+
+_PAIR_SIGNATURES: dict = {}
+
+
+def pair_signature(entry, in_avals, attrs: tuple, out_avals) -> list[Aval]:
+    """The residual avals a kernel pair's forward returns for these arguments.
+
+    A pair's forward returns ``(out, residuals)``; the residuals' shapes are
+    learned by running it once on zero arrays of the call's shapes (cached).
+    """
+    key = (id(entry), tuple(in_avals), attrs)
+    if key not in _PAIR_SIGNATURES:
+        args = [a.sample() if not a.shape else np.zeros(a.shape, a.dtype) for a in in_avals]
+        with np.errstate(all="ignore"):
+            out, residuals = _split_pair(entry, entry.fn(*args, **dict(attrs)), len(out_avals))
+        got = tuple((tuple(np.shape(o)), np.asarray(o).dtype.str) for o in out)
+        want = tuple((a.shape, np.dtype(a.dtype).str) for a in out_avals)
+        if got != want:
+            fmt = lambda sig: "(" + ", ".join(str(Aval(tuple(s), np.dtype(d))) for s, d in sig) + ")"
+            raise CompositeError(
+                f"kernel pair {entry.label} (registered at {entry.location}) for {entry.name}: its forward "
+                f"returned outputs {fmt(got)}, but the composite's body returns {fmt(want)}"
+            )
+        _PAIR_SIGNATURES[key] = [Aval(tuple(np.shape(r)), np.asarray(r).dtype) for r in residuals]
+    return _PAIR_SIGNATURES[key]
+
+
+def _split_pair(entry, result, nout: int):
+    if not (isinstance(result, (tuple, list)) and len(result) == 2):
+        raise CompositeError(
+            f"kernel {entry.label} (registered at {entry.location}) for {entry.name} was registered "
+            "with backward=, so it must return (output, residuals), where residuals is a tuple of arrays"
+        )
+    out, residuals = result
+    out = tuple(out) if nout > 1 or isinstance(out, (tuple, list)) else (out,)
+    residuals = tuple(residuals) if isinstance(residuals, (tuple, list)) else (residuals,)
+    return out, residuals
 
 
 def _inline_later(node: Node, target: str, choices: list, choice: Choice) -> Node:
@@ -128,17 +179,34 @@ def _kernel_abstract(*avals, **params):
     raise AssertionError("kernel nodes are made by the selection pass")
 
 
-def _kernel_impl(*args, name, attrs, entry, out, multi):
+def _kernel_impl(*args, name, attrs, entry, out=None, multi=False, pair=None, nout=0, diff=()):
     try:
-        result = entry.fn(*args, **dict(attrs))
+        if pair == "backward":
+            residuals, cts = tuple(args[:nout]), args[nout:]
+            result = entry.backward(residuals, cts[0] if len(cts) == 1 else tuple(cts), **dict(attrs))
+        else:
+            result = entry.fn(*args, **dict(attrs))
     except BrazeError:
         raise
     except Exception as exc:
+        which = "backward of kernel" if pair == "backward" else "kernel"
         raise KernelError(
-            f"kernel {entry.label} (registered at {entry.location}) for composite {name} on target "
+            f"{which} {entry.label} (registered at {entry.location}) for composite {name} on target "
             f"{entry.target} raised {type(exc).__name__}: {exc}; check it with braze.verify({name!r}), "
             f"or run the body instead with braze.disable_kernels({name!r})"
         ) from exc
+    if pair == "backward":
+        if not isinstance(result, (tuple, list)) or len(result) != len(diff):
+            raise CompositeError(
+                f"the backward of kernel {entry.label} (registered at {entry.location}) for {name} must "
+                f"return a tuple of {len(diff)} cotangents (None for integer arguments)"
+            )
+        return tuple(np.asarray(r) for r, d in zip(result, diff) if d)
+    if entry.backward is not None:
+        outs, residuals = _split_pair(entry, result, nout or len(out))
+        if pair == "forward":
+            return outs + residuals
+        result = outs if multi else outs[0]
     values = tuple(result) if multi and isinstance(result, (tuple, list)) else (result,)
     got = tuple((tuple(np.shape(v)), np.asarray(v).dtype.str) for v in values)
     if got != out:

@@ -16,7 +16,7 @@ import numpy as np
 from . import indexing
 from .aval import Aval, aval_of_value, check_dtype
 from .core import ABSTRACT, NUMPY_IMPL, bind, pop_context, push_context
-from .errors import ConcretizationError, TraceError, UnsupportedOpError, user_frame
+from .errors import ConcretizationError, TraceError, UnsupportedOpError, user_frame, where
 from .graph import Graph, Literal, Node, toposort
 from .surface import ArrayMethods
 
@@ -113,7 +113,9 @@ class Tracer(ArrayMethods):
 class GraphContext:
     """Records each op as a node; common subexpressions are shared as recorded."""
 
-    def __init__(self):
+    def __init__(self, target: str | None = None):
+        self.target = target  # the compile target, when known (kernel pairs for gradients)
+        self.notes: list[str] = []  # gradient decisions, for explain
         self.captures: list[np.ndarray] = []
         self._capture_nodes: dict[int, Node] = {}
         self._interned: dict[Node, Node] = {}
@@ -129,6 +131,13 @@ class GraphContext:
 
     def new_input(self, index: int, aval: Aval) -> Tracer:
         return Tracer(self, self.intern(Node.make("input", (), aval, index=index)))
+
+    def emit(self, op: str, inputs, aval, **params):
+        """Record a node whose avals the caller knows (kernel pairs); tracers for its results."""
+        node = self.intern(Node.make(op, tuple(inputs), aval, **params))
+        if isinstance(aval, tuple):
+            return tuple(Tracer(self, self.intern(Node.make("pick", (node,), a, index=i))) for i, a in enumerate(aval))
+        return Tracer(self, node)
 
     def lift(self, value: Any) -> Node:
         """The node for an operand: a tracer's node, a capture, or a literal."""
@@ -152,6 +161,13 @@ class GraphContext:
             value = np.asarray(value)
         if isinstance(value, np.ndarray):
             return self._capture(value)
+        if hasattr(value, "_tape"):
+            raise TraceError(
+                f"an array watched by a gradient tape ({value.aval}) was used where the tape cannot see "
+                f"it{where()}: stored into an array the tape does not watch, or passed to a function "
+                "traced separately. Build arrays from watched values with np.where / np.stack / "
+                "np.concatenate, and call traced functions inside the tape's scope"
+            )
         raise TraceError(f"cannot use a {type(value).__name__} as an array operand")
 
     def _capture(self, array: np.ndarray) -> Node:
@@ -185,7 +201,7 @@ def _flatten_list(value):
             yield v
 
 
-def trace_flat(fn: Callable, avals: list[Aval], names: list[str] | None = None):
+def trace_flat(fn: Callable, avals: list[Aval], names: list[str] | None = None, target: str | None = None):
     """Trace ``fn(*tracers)`` whose arguments are the flat inputs.
 
     ``fn`` receives one tracer per aval and returns a flat list of outputs.
@@ -195,7 +211,7 @@ def trace_flat(fn: Callable, avals: list[Aval], names: list[str] | None = None):
     """
     from . import alloc
 
-    ctx = GraphContext()
+    ctx = GraphContext(target)
     tracers = [ctx.new_input(i, a) for i, a in enumerate(avals)]
     originals = [t._node_ for t in tracers]
     push_context(ctx)
@@ -212,6 +228,7 @@ def trace_flat(fn: Callable, avals: list[Aval], names: list[str] | None = None):
         out_nodes + [final[i] for i in mutated],
         ctx.captures,
         names,
+        notes=ctx.notes,
     )
     return graph, mutated
 

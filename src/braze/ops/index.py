@@ -97,6 +97,12 @@ def _scatter_impl(x, v, *idx, axes):
     return out
 
 
+def _scatter_add_impl(x, v, *idx, axes):
+    out = np.array(x, copy=True)
+    np.add.at(out, _index_tuple(out.ndim, idx, axes), v)
+    return out
+
+
 def _take_along_axis_abstract(x: Aval, idx: Aval, *, axis):
     _check_indices("take_along_axis", (idx,))
     if idx.ndim != x.ndim:
@@ -122,4 +128,5 @@ declare("slice", "index", abstract=_slice_abstract, impl=_slice_impl)
 declare("update_slice", "index", abstract=_update_slice_abstract, impl=_update_slice_impl)
 declare("gather", "index", abstract=_gather_abstract, impl=_gather_impl)
 declare("scatter", "index", abstract=_scatter_abstract, impl=_scatter_impl)
+declare("scatter_add", "index", abstract=_scatter_abstract, impl=_scatter_add_impl)
 declare("take_along_axis", "index", abstract=_take_along_axis_abstract, impl=_take_along_axis_impl)

@@ -1,0 +1,623 @@
+"""Reverse-mode autodiff: the gradient tape, ``grad``/``value_and_grad``/``vjp``.
+
+A ``GradientTape`` is one more context on the stack (``braze.core``). While
+it is the innermost context, every op whose operands include an array it
+watches is evaluated by the context below it (NumPy eagerly, a graph while
+tracing, an outer tape when nested) and *remembered*; ops on nothing
+watched pass straight through. ``gradient`` walks the remembered ops
+backwards, applying the rules in ``braze.vjp_rules.VJP``. Those rules are
+written with ``braze.numpy``, so the backward pass itself runs in whatever
+context is active: eagerly it computes with NumPy, inside ``braze.compile``
+it records ordinary graph nodes (which are fused and compiled like any
+others), and under an outer tape it is differentiated again (``grad(grad(f))``).
+
+Composite calls are remembered as one op. Their gradient comes, in order of
+preference, from ``Composite.defvjp``, from a kernel pair selected for the
+compile target (a kernel registered with ``backward=``), or from the body,
+whose forward is then recomputed in the backward pass (when no kernel was
+selected, compilation's common-subexpression pass merges the recomputation
+with the inlined forward).
+"""
+from __future__ import annotations
+
+import itertools
+from contextlib import contextmanager
+from typing import Any, Callable
+
+import numpy as np
+
+from . import indexing
+from . import numpy as bnp
+from . import pytree
+from .core import KIND, bind, context_stack, pop_context, push_context
+from .errors import BrazeError, TraceError, where
+from .surface import ArrayMethods
+
+
+class GradientError(BrazeError, TypeError):
+    """A gradient was asked of something that has none, or a tape was misused."""
+
+
+_ids = itertools.count(1)
+
+
+def _differentiable(dtype) -> bool:
+    return np.dtype(dtype).kind in "fc"
+
+
+def _shape(x) -> tuple:
+    return tuple(x.shape) if hasattr(x, "shape") else ()
+
+
+def _dtype(x) -> np.dtype:
+    return np.dtype(x.dtype) if hasattr(x, "dtype") else np.asarray(x).dtype
+
+
+# ---------------------------------------------------------------- watched arrays
+
+
+class Watched(ArrayMethods):
+    """An array a tape watches. It flows through NumPy calls (operators,
+    ufuncs, ``np.*`` functions), which the tape records; ``np.asarray(w)``
+    gives the plain value, detached from the tape.
+
+    In-place updates (``w += 1``, ``w[0] = v``) rebind ``w`` to the updated
+    value (the array it wraps is not modified); a basic-indexing result is a
+    view that writes through to the array it came from.
+    """
+
+    __slots__ = ("_tape", "_value_", "_id_", "_origin", "_base", "_key", "_version", "_base_version")
+
+    def __init__(self, tape: "GradientTape", value, ident: int, base: "Watched | None" = None, key=None):
+        self._tape = tape
+        self._value_ = value
+        self._id_ = ident
+        self._origin = ident
+        self._base = base
+        self._key = key
+        self._version = 0
+        self._base_version = base._version if base is not None else 0
+
+    def _sync(self) -> None:
+        """Bring a view up to date with the array it views (re-reading it if it changed)."""
+        base = self._base
+        if base is None:
+            return
+        base._sync()
+        if base._version != self._base_version:
+            fresh = indexing.getitem(base, self._key)
+            self._value_, self._id_ = _parts(fresh, self._tape)
+            self._base_version = base._version
+            self._version += 1
+
+    @property
+    def _value(self):
+        self._sync()
+        return self._value_
+
+    @property
+    def _id(self):
+        self._sync()
+        return self._id_
+
+    @property
+    def shape(self) -> tuple:
+        return _shape(self._value_)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return _dtype(self._value_)
+
+    @property
+    def weak(self) -> bool:
+        return bool(getattr(self._value_, "weak", False))
+
+    @property
+    def aval(self):
+        from .aval import Aval
+
+        return Aval(self.shape, self.dtype, self.weak)
+
+    def _active(self) -> bool:
+        return self._tape._recording_on_stack()
+
+    def __getitem__(self, key):
+        result = indexing.getitem(self, key)
+        if indexing.is_basic(key) and isinstance(result, Watched) and result._tape is self._tape:
+            view = Watched(self._tape, result._value_, result._id_, base=self, key=key)
+            view._origin = result._id_
+            return view
+        return result
+
+    def _update(self, value) -> None:
+        if self._base is not None:
+            self._base[self._key] = value
+            self._base._sync()
+            self._base_version = self._base._version
+        self._value_, self._id_ = _parts(value, self._tape)
+        self._version += 1
+
+    def _concrete(self):
+        value = self._value
+        while isinstance(value, Watched):
+            value = value._value
+        if not isinstance(value, (np.ndarray, np.generic, int, float, bool, complex)):
+            return value  # a traced value: its own conversions raise the right error
+        return np.asarray(value)
+
+    def _concrete_error(self, what: str):
+        return TraceError(f"a watched array {self.aval} was {what}{where()}")
+
+    # NumPy protocols: once the tape stopped recording, a watched array is its value.
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if not self._active():
+            inputs = tuple(_detach(i) for i in inputs)
+            if "out" in kwargs:
+                kwargs["out"] = tuple(_detach(o) for o in kwargs["out"])
+            return getattr(ufunc, method)(*inputs, **kwargs)
+        return super().__array_ufunc__(ufunc, method, *inputs, **kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        if not self._active():
+            args = pytree.map_leaves(_detach, args)
+            kwargs = pytree.map_leaves(_detach, kwargs)
+            return func(*args, **kwargs)
+        return super().__array_function__(func, types, args, kwargs)
+
+    # Eagerly the value is known: Python may look at it (control flow, printing).
+    def __array__(self, dtype=None, copy=None):
+        value = self._concrete()
+        return np.asarray(value, dtype=dtype) if copy is not True else np.array(value, dtype=dtype)
+
+    def __bool__(self):
+        return bool(self._concrete())
+
+    def __int__(self):
+        return int(self._concrete())
+
+    def __float__(self):
+        return float(self._concrete())
+
+    def __complex__(self):
+        return complex(self._concrete())
+
+    def __index__(self):
+        return self._concrete().__index__()
+
+    def item(self, *args):
+        return self._concrete().item(*args)
+
+    def tolist(self):
+        return self._concrete().tolist()
+
+    def __repr__(self):
+        return f"Watched({self._value!r})"
+
+
+def _parts(value, tape) -> tuple:
+    """(primal value, tape id) of an op result as ``tape`` sees it."""
+    if isinstance(value, Watched) and value._tape is tape:
+        return value._value, value._id
+    return value, None
+
+
+def _detach(x):
+    while isinstance(x, Watched):
+        x = x._value
+    return x
+
+
+def stop_gradient(x):
+    """``x`` with no gradient flowing back through it (for every tape)."""
+    return pytree.map_leaves(_detach, x)
+
+
+# ---------------------------------------------------------------- the tape
+
+
+class _Record:
+    __slots__ = ("op", "params", "in_ids", "in_values", "out_ids", "out_values", "multi", "rule")
+
+    def __init__(self, op, params, in_ids, in_values, out_ids, out_values, multi, rule):
+        self.op, self.params, self.rule = op, params, rule
+        self.in_ids, self.in_values = in_ids, in_values
+        self.out_ids, self.out_values, self.multi = out_ids, out_values, multi
+
+
+class GradientTape:
+    """Records the ops applied to the arrays it watches, for ``gradient``.
+
+    >>> import numpy as np, braze
+    >>> with braze.GradientTape() as tape:
+    ...     x = tape.watch(np.array([1.0, 2.0]))
+    ...     y = np.sum(x * x)
+    >>> tape.gradient(y, x)
+    array([2., 4.])
+
+    Tapes nest as a stack (exit them in reverse order). A non-persistent
+    tape computes one gradient; ``persistent=True`` allows several.
+    ``stop_recording()`` pauses recording for a block.
+    """
+
+    def __init__(self, persistent: bool = False):
+        self.persistent = persistent
+        self._records: list[_Record] = []
+        self._parent = None
+        self._entered = False
+        self._exited = False
+        self._used = False
+        self._paused = 0
+        self.notes: list[str] = []
+
+    # ---- as a context
+    def __enter__(self) -> "GradientTape":
+        if self._entered:
+            raise GradientError("a GradientTape can be entered once; make a new tape for each `with` block")
+        self._entered = True
+        self._parent = context_stack()[-1]
+        push_context(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        stack = context_stack()
+        if stack[-1] is not self:
+            if exc[0] is None:
+                raise TraceError(
+                    "gradient tapes exited out of order: an inner tape or trace is still active; "
+                    "exit nested `with` blocks in the reverse order of entering them"
+                )
+            # an exception is already propagating: unwind what is above us quietly
+            while self in context_stack() and context_stack()[-1] is not self:
+                pop_context(context_stack()[-1])
+        pop_context(self)
+        self._exited = True
+
+    def _recording_on_stack(self) -> bool:
+        return self._entered and not self._exited
+
+    @contextmanager
+    def stop_recording(self):
+        """Within this block, ops on watched arrays are computed but not recorded."""
+        if not self._recording_on_stack():
+            raise GradientError("stop_recording() needs the tape's `with` block to be active")
+        self._paused += 1
+        try:
+            yield
+        finally:
+            self._paused -= 1
+
+    # ---- watching
+    def watch(self, x):
+        """A watched version of ``x`` (an array or a pytree of arrays).
+
+        Ops applied to the result are recorded; pass it to your function
+        instead of ``x``. Only floating-point arrays can be watched.
+        """
+        if not self._recording_on_stack():
+            raise GradientError("tape.watch must be called inside the tape's `with` block")
+        return pytree.map_leaves(lambda leaf: self._watch_leaf(leaf), x)
+
+    def _watch_leaf(self, leaf, what: str = "tape.watch"):
+        if isinstance(leaf, Watched) and leaf._tape is self:
+            return leaf
+        if isinstance(leaf, (bool, int, float, complex)) or isinstance(leaf, (list, tuple)):
+            leaf = np.asarray(leaf)
+        if not hasattr(leaf, "dtype"):
+            raise GradientError(f"{what}: cannot watch a {type(leaf).__name__}{where()}; pass arrays")
+        if not _differentiable(leaf.dtype):
+            raise GradientError(
+                f"{what}: cannot differentiate with respect to an array of dtype {np.dtype(leaf.dtype)} "
+                f"and shape {_shape(leaf)}{where()}; only floating-point inputs have gradients "
+                "(cast with .astype(np.float64), or leave this argument out of argnums)"
+            )
+        return Watched(self, leaf, next(_ids))
+
+    # ---- recording (the context protocol)
+    def process(self, op: str, args: tuple, params: dict):
+        mine = [isinstance(a, Watched) and a._tape is self for a in args]
+        if not any(mine):
+            return self._parent.process(op, args, params)
+        in_values, in_ids = [], []
+        for a, m in zip(args, mine):
+            value, ident = _parts(a, self) if m else (a, None)
+            in_values.append(value)
+            in_ids.append(ident)
+        if self._paused:
+            return self._parent.process(op, tuple(in_values), params)
+        if op == "composite":
+            return self._composite(args, tuple(in_values), tuple(in_ids), params)
+        out = self._parent.process(op, tuple(in_values), params)
+        from .vjp_rules import VJP
+
+        if op not in VJP:
+            return out  # no gradient flows through this op (comparisons, argmax, ...)
+        return self._remember(op, params, in_ids, in_values, out, None)
+
+    def _remember(self, op, params, in_ids, in_values, out, rule):
+        multi = isinstance(out, tuple)
+        outs = out if multi else (out,)
+        wrapped, out_ids = [], []
+        for o in outs:
+            if _differentiable(_dtype(o)):
+                ident = next(_ids)
+                wrapped.append(Watched(self, o, ident))
+                out_ids.append(ident)
+            else:
+                wrapped.append(o)
+                out_ids.append(None)
+        if not any(i is not None for i in out_ids):
+            return out
+        self._records.append(_Record(op, params, tuple(in_ids), tuple(in_values), tuple(out_ids),
+                                     outs, multi, rule))
+        return tuple(wrapped) if multi else wrapped[0]
+
+    def _composite(self, args, values, ids, params):
+        from .vjp_rules import composite_gradient
+
+        out, rule, note = composite_gradient(self, self._parent, args, values, ids, params)
+        if rule is None:
+            return out  # recorded op by op
+        if note:
+            self.notes.append(note)
+            _note_in_graph(self._parent, note)
+        return self._remember("composite", params, ids, values, out, rule)
+
+    # ---- differentiating
+    def gradient(self, target, sources, output_gradients=None):
+        """d(target)/d(sources), with the structure of ``sources``.
+
+        ``target`` is an array (or pytree) computed from watched arrays;
+        ``output_gradients`` seeds it (default: ones, so a non-scalar target
+        gives the gradient of its sum). A source the target does not depend
+        on gets zeros.
+        """
+        if self._used and not self.persistent:
+            raise GradientError(
+                "this GradientTape already computed a gradient; a non-persistent tape gives one "
+                "gradient (use braze.GradientTape(persistent=True) for several)"
+            )
+        if self._recording_on_stack() and context_stack()[-1] is not self:
+            raise TraceError("tape.gradient: an inner tape or trace is still active; exit it first")
+        self._used = True
+        targets, _ = pytree.flatten(target)
+        if output_gradients is None:
+            seeds = [None] * len(targets)
+        else:
+            seeds, _ = pytree.flatten(output_gradients)
+            if len(seeds) != len(targets):
+                raise GradientError(
+                    f"tape.gradient: {len(seeds)} output gradients for {len(targets)} targets{where()}"
+                )
+        source_leaves, source_tree = pytree.flatten(sources)
+        for s in source_leaves:
+            if not (isinstance(s, Watched) and s._tape is self):
+                raise GradientError(
+                    f"tape.gradient: a source of type {type(s).__name__} is not watched by this tape"
+                    f"{where()}; pass the arrays tape.watch returned (or results computed from them)"
+                )
+        pause = self.stop_recording() if self._recording_on_stack() else _nothing()
+        with pause, np.errstate(all="ignore"):
+            grads = self._backward(targets, seeds, [s._origin for s in source_leaves])
+            out = [g if g is not None else bnp.zeros_like(_detach(s)) for g, s in zip(grads, source_leaves)]
+        if not self.persistent:
+            self._records = []
+        return pytree.unflatten(source_tree, out)
+
+    def _backward(self, targets, seeds, source_ids) -> list:
+        cts: dict[int, Any] = {}
+        for t, seed in zip(targets, seeds):
+            value, ident = _parts(t, self)
+            if ident is None:
+                continue
+            if seed is None:
+                seed = bnp.ones_like(value)
+            else:
+                seed = _fit(seed, _shape(value), _dtype(value), "output gradient")
+            cts[ident] = _add(cts.get(ident), seed)
+        for rec in reversed(self._records):
+            if not any(i in cts for i in rec.out_ids if i is not None):
+                continue
+            out_cts = []
+            for i, v in zip(rec.out_ids, rec.out_values):
+                ct = cts.get(i) if i is not None else None
+                out_cts.append(ct if ct is not None else (bnp.zeros_like(v) if rec.multi else None))
+            if rec.rule is not None:
+                in_cts = rec.rule(tuple(out_cts) if rec.multi else out_cts[0])
+            else:
+                from .vjp_rules import VJP
+
+                fn = VJP[rec.op]
+                extra = {"wants": tuple(i is not None for i in rec.in_ids)} if getattr(fn, "wants", False) else {}
+                in_cts = fn(out_cts[0], *rec.in_values, out=rec.out_values[0], **extra, **rec.params)
+            for ident, value, ct in zip(rec.in_ids, rec.in_values, in_cts):
+                if ident is None or ct is None:
+                    continue
+                ct = _fit(ct, _shape(value), _dtype(value), rec.op)
+                cts[ident] = _add(cts.get(ident), ct)
+        return [cts.get(i) for i in source_ids]
+
+
+@contextmanager
+def _nothing():
+    yield
+
+
+def _note_in_graph(ctx, note: str) -> None:
+    notes = getattr(ctx, "notes", None)
+    if notes is not None:
+        notes.append(note)
+
+
+def _add(a, b):
+    return b if a is None else bnp.add(a, b)
+
+
+def _fit(ct, shape: tuple, dtype, op: str):
+    """Undo broadcasting (sum over broadcast axes) and cast to the input's dtype.
+
+    The one place broadcasting is undone: VJP rules return cotangents in
+    the broadcast shape of the op's result.
+    """
+    cshape = _shape(ct)
+    if cshape != shape:
+        lead = len(cshape) - len(shape)
+        if lead < 0 or any(s != 1 and s != c for s, c in zip(shape, cshape[lead:])):
+            try:
+                return _fit(bnp.broadcast_to(ct, shape), shape, dtype, op)
+            except BrazeError:
+                raise GradientError(
+                    f"{op}: a cotangent of shape {cshape} does not fit an input of shape {shape}"
+                ) from None
+        axes = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(shape) if s == 1 and cshape[lead + i] != 1)
+        if axes:
+            ct = bnp.sum(ct, axis=axes, keepdims=False)
+        ct = bnp.reshape(ct, shape)
+    if _dtype(ct) != np.dtype(dtype):
+        ct = bnp.astype(ct, dtype)
+    return ct
+
+
+# ---------------------------------------------------------------- functional API
+
+
+def _check_argnums(fn_name: str, argnums, nargs: int) -> tuple[int, ...]:
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    for a in nums:
+        if not isinstance(a, int) or not -nargs <= a < nargs:
+            raise GradientError(
+                f"{fn_name}: argnums={argnums!r} does not name a positional argument of a call with "
+                f"{nargs} positional argument(s){where()}"
+            )
+    return tuple(a % nargs for a in nums)
+
+
+def _unwrap_tree(tree, tape):
+    return pytree.map_leaves(lambda v: _parts(v, tape)[0] if isinstance(v, Watched) else v, tree)
+
+
+def _scalar_output(fn_name: str, out):
+    if not hasattr(out, "shape") and not isinstance(out, (int, float, np.generic)):
+        raise GradientError(
+            f"{fn_name}: the function must return a scalar array, got {type(out).__name__}{where()}; "
+            "use has_aux=True to return (loss, aux)"
+        )
+    if _shape(out) != ():
+        raise GradientError(
+            f"{fn_name}: the function must return a scalar, got an array of shape {_shape(out)}{where()}; "
+            "reduce it (e.g. .sum() or .mean()) or use braze.vjp for non-scalar outputs"
+        )
+    if not _differentiable(_dtype(out)):
+        raise GradientError(f"{fn_name}: the function returned a {_dtype(out)} scalar, which has no gradient{where()}")
+
+
+def value_and_grad(fn: Callable, argnums=0, has_aux: bool = False) -> Callable:
+    """``fn`` -> a function returning ``(fn(*args), grad)`` (``((value, aux), grad)``
+    with ``has_aux``). ``grad`` has the structure of ``args[argnums]`` (a tuple
+    of those when ``argnums`` is a tuple). Works eagerly on NumPy arrays, inside
+    ``braze.compile``, and nested (``grad(grad(f))``).
+
+    >>> import numpy as np, braze
+    >>> braze.value_and_grad(lambda x: np.sum(np.sin(x)))(np.zeros(2))
+    (np.float64(0.0), array([1., 1.]))
+    """
+    name = f"value_and_grad({getattr(fn, '__name__', 'fn')})"
+
+    def wrapped(*args, **kwargs):
+        nums = _check_argnums(name, argnums, len(args))
+        with GradientTape() as tape:
+            args = list(args)
+            watched = {}
+            for a in nums:
+                watched[a] = pytree.map_leaves(lambda leaf: tape._watch_leaf(leaf, f"{name} argument {a}"), args[a])
+                args[a] = watched[a]
+            out = fn(*args, **kwargs)
+        if has_aux:
+            if not (isinstance(out, tuple) and len(out) == 2):
+                raise GradientError(f"{name}: with has_aux=True the function must return (value, aux){where()}")
+            value, aux = out
+        else:
+            value, aux = out, None
+        _scalar_output(name, value)
+        sources = tuple(watched[a] for a in nums)
+        grads = tape.gradient(value, sources)
+        grads = grads[0] if isinstance(argnums, int) else grads
+        value = _unwrap_tree(value, tape)
+        if has_aux:
+            return (value, _unwrap_tree(aux, tape)), grads
+        return value, grads
+
+    wrapped.__name__ = name
+    wrapped.__wrapped__ = fn
+    return wrapped
+
+
+def grad(fn: Callable, argnums=0, has_aux: bool = False) -> Callable:
+    """``fn`` (returning a scalar) -> a function returning its gradient with
+    respect to ``args[argnums]`` (plus ``aux`` with ``has_aux=True``).
+
+    >>> import numpy as np, braze
+    >>> braze.grad(lambda x: np.sum(x ** 3))(np.array([1.0, 2.0]))
+    array([ 3., 12.])
+    """
+    vg = value_and_grad(fn, argnums, has_aux)
+
+    def wrapped(*args, **kwargs):
+        (value, grads) = vg(*args, **kwargs)
+        if has_aux:
+            return grads, value[1]
+        return grads
+
+    wrapped.__name__ = f"grad({getattr(fn, '__name__', 'fn')})"
+    wrapped.__wrapped__ = fn
+    return wrapped
+
+
+def vjp(fn: Callable, *primals, has_aux: bool = False):
+    """``(fn(*primals), vjp_fn)``: ``vjp_fn(cotangent)`` returns one cotangent per
+    primal (with its structure), for a cotangent shaped like the output.
+    Integer leaves of the primals get ``None``.
+
+    >>> import numpy as np, braze
+    >>> y, back = braze.vjp(lambda x: x * 2.0, np.ones(2))
+    >>> back(np.array([1.0, 3.0]))
+    (array([2., 6.]),)
+    """
+    tape = GradientTape(persistent=True)
+    with tape:
+        watched = [pytree.map_leaves(lambda leaf: tape._watch_leaf(leaf) if _differentiable(_dtype(leaf)) else leaf, p)
+                   for p in primals]
+        out = fn(*watched)
+    if has_aux:
+        out, aux = out
+    out_leaves, out_tree = pytree.flatten(out)
+    value = _unwrap_tree(out, tape)
+
+    def vjp_fn(cotangent):
+        ct_leaves, ct_tree = pytree.flatten(cotangent)
+        if ct_tree != out_tree:
+            raise GradientError(
+                f"vjp_fn: the cotangent has structure {pytree.describe(ct_tree)} but the function "
+                f"returned {pytree.describe(out_tree)}{where()}"
+            )
+        for ct, o in zip(ct_leaves, out_leaves):
+            if _shape(ct) != _shape(o):
+                raise GradientError(
+                    f"vjp_fn: a cotangent of shape {_shape(ct)} for an output of shape {_shape(o)}{where()}; "
+                    "cotangents have the shape of the outputs"
+                )
+        result = []
+        for p in watched:
+            leaves, tree = pytree.flatten(p)
+            result.append((leaves, tree))
+        sources = [leaf for leaves, _ in result for leaf in leaves if isinstance(leaf, Watched)]
+        tape._used = False
+        grads = iter(tape.gradient(out_leaves, sources, ct_leaves) if sources else [])
+        return tuple(pytree.unflatten(tree, [next(grads) if isinstance(leaf, Watched) else None
+                                             for leaf in leaves]) for leaves, tree in result)
+
+    if has_aux:
+        return value, vjp_fn, _unwrap_tree(aux, tape)
+    return value, vjp_fn
+
+
+__all__ = ["GradientTape", "Watched", "GradientError", "grad", "value_and_grad", "vjp", "stop_gradient"]

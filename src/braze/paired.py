@@ -1,0 +1,384 @@
+"""Paired forward/backward programs: ``braze.compile(f).vjp(*args)``.
+
+The function is traced once into a *joint* graph: its outputs, and the
+gradient of every floating-point input for a cotangent that enters as an
+extra input. The joint graph splits along that dependence: nodes that do
+not depend on the cotangent form the **forward** program, the others the
+**backward** program. Forward values the backward reads are *residuals*,
+returned by the forward program and passed to the backward one.
+
+Before splitting, cheap elementwise residuals are moved into the backward
+program (recomputed there from what they were computed from) whenever that
+saves bytes: a layer norm then saves its input (by reference, no copy) and
+two per-row statistics instead of its normalized activations.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import alloc, pytree
+from .aval import Aval
+from .core import KIND, pop_context, push_context
+from .errors import where
+from .graph import Graph, Node, toposort
+from .passes import run_passes
+from .tracing import GraphContext
+
+# Ops recomputed in the backward program rather than saved, when that saves bytes.
+_RECOMPUTABLE_KINDS = {"elementwise"}
+_RECOMPUTABLE_OPS = {"reshape", "broadcast_to", "transpose", "pick"}
+
+
+@dataclass
+class Residual:
+    name: str
+    aval: Aval
+    op: str
+    kind: str  # "saved" (a new array), "input" (a primal input, by reference), "output" (also returned)
+
+    @property
+    def nbytes(self) -> int:
+        return 0 if self.kind == "input" else self.aval.size * self.aval.dtype.itemsize
+
+    def __str__(self):
+        extra = {"input": "an input, kept by reference", "output": "also an output"}.get(self.kind, "saved")
+        return f"{self.name}: {self.aval} from {self.op} ({extra}, {self.nbytes:,} bytes)"
+
+
+@dataclass
+class Split:
+    forward: Graph
+    backward: Graph
+    residuals: list            # Residual per backward input before the cotangents
+    residual_sources: list     # ("fwd", k): forward output k; ("arg", i): dynamic input i
+    recomputed: list = field(default_factory=list)  # descriptions of forward values recomputed
+    n_out: int = 0
+    ct_avals: list = field(default_factory=list)
+    grad_leaves: list = field(default_factory=list)  # dynamic-leaf index of each backward output
+    notes: tuple = ()
+
+
+def trace_joint(fn, call, target: str):
+    """The joint graph of ``fn`` and its vjp, for the arguments of ``call``."""
+    from .autodiff import GradientError, GradientTape, Watched, _differentiable, _parts
+
+    ctx = GraphContext(target)
+    tracers = [ctx.new_input(i, a) for i, a in enumerate(call.avals)]
+    push_context(ctx)
+    try:
+        with alloc.traced_constructors():
+            tape = GradientTape(persistent=True)
+            with tape:
+                watched = [tape._watch_leaf(t) if _differentiable(t.dtype) else t for t in tracers]
+                pos, kw = call.rebuild(watched)
+                out = fn(*pos, **kw)
+            changed = [i for i, (w, t) in enumerate(zip(watched, tracers))
+                       if (w._id != w._origin if isinstance(w, Watched) else t._version)]
+            if changed:
+                raise GradientError(
+                    f"{getattr(fn, '__name__', 'fn')}.vjp: the function updates argument(s) "
+                    f"{[call.names[i] for i in changed]} in place{where()}; a function differentiated "
+                    "with vjp must not modify its inputs (copy them first)"
+                )
+            out_leaves, out_tree = pytree.flatten(out)
+            values = [ctx.lift(_parts(o, tape)[0]) for o in out_leaves]
+            ct_index = [k for k, v in enumerate(values) if _differentiable(v.aval.dtype)]
+            cts = [ctx.new_input(len(tracers) + j, Aval(values[k].aval.shape, values[k].aval.dtype))
+                   for j, k in enumerate(ct_index)]
+            sources = [w for w in watched if isinstance(w, Watched)]
+            grad_leaves = [i for i, w in enumerate(watched) if isinstance(w, Watched)]
+            targets = [out_leaves[k] for k in ct_index]
+            grads = tape.gradient(targets, sources, cts) if sources and targets else []
+            if sources and not targets:
+                grads = [np.zeros(t.shape, t.dtype) for t in sources]
+            grad_nodes = [ctx.lift(g) for g in grads]
+    finally:
+        pop_context(ctx)
+    inputs = [t._node_ for t in tracers] + [c._node_ for c in cts]
+    names = list(call.names) + [f"ct{j}" for j in range(len(cts))]
+    graph = Graph(inputs, values + grad_nodes, ctx.captures, names, notes=ctx.notes + tape.notes)
+    return graph, out_tree, len(values), ct_index, grad_leaves
+
+
+def partition(graph: Graph, n_primal: int, n_out: int) -> Split:
+    """Split a joint graph (inputs: primals then cotangents; outputs: results
+    then gradients) into forward and backward programs."""
+    graph, _ = run_passes(graph)
+    primal_inputs = {id(n) for n in graph.inputs[:n_primal]}
+    ct_inputs = {id(n) for n in graph.inputs[n_primal:]}
+    order = graph.nodes
+    backward = set(ct_inputs)
+    for node in order:
+        if any(id(i) in backward for i in node.inputs):
+            backward.add(id(node))
+    users: dict[int, list] = {}
+    for node in order:
+        for i in node.inputs:
+            users.setdefault(id(i), []).append(node)
+    free = lambda n: n.op in ("const", "capture") or id(n) in primal_inputs  # noqa: E731
+    outs, grads = graph.outputs[:n_out], graph.outputs[n_out:]
+
+    # The boundary: forward values the backward program reads.
+    boundary: dict[int, Node] = {}
+    for node in order:
+        if id(node) in backward:
+            for i in node.inputs:
+                if id(i) not in backward and not free(i):
+                    boundary[id(i)] = i
+    for g in grads:
+        if id(g) not in backward and not free(g):
+            boundary[id(g)] = g
+
+    # Recompute cheap elementwise values instead of saving them, when that saves bytes.
+    recompute: dict[int, Node] = {}
+    out_ids = {id(o) for o in outs}
+    recomputable = lambda n: KIND.get(n.op) in _RECOMPUTABLE_KINDS or n.op in _RECOMPUTABLE_OPS  # noqa: E731
+
+    def closure(node):
+        """The recomputable values ``node`` needs, and the frontier they are computed from."""
+        members, frontier, seen, stack = [], {}, set(), [node]
+        while stack:
+            m = stack.pop()
+            if id(m) in seen:
+                continue
+            seen.add(id(m))
+            if m is not node and (free(m) or id(m) in boundary or id(m) in out_ids or not recomputable(m)):
+                if not free(m):
+                    frontier[id(m)] = m
+                continue
+            members.append(m)
+            stack.extend(m.inputs)
+        return members, frontier
+
+    changed = True
+    while changed:
+        changed = False
+        for key, node in list(boundary.items()):
+            if key not in boundary or key in out_ids or not recomputable(node):
+                continue
+            members, frontier = closure(node)
+            cost = sum(_nbytes(f.aval) for k, f in frontier.items() if k not in boundary and k not in out_ids)
+            if cost < _nbytes(node.aval):
+                del boundary[key]
+                for m in members:
+                    recompute[id(m)] = m
+                    boundary.pop(id(m), None)
+                boundary.update(frontier)
+                changed = True
+
+    residual_nodes = list(boundary.values())
+    used_inputs = [n for n in graph.inputs[:n_primal] if any(
+        id(u) in backward or id(u) in recompute for u in users.get(id(n), ()))
+        or any(g is n for g in grads)]
+    # The forward program: results, then saved residuals.
+    fwd_outputs = list(outs) + [n for n in residual_nodes if id(n) not in out_ids]
+    forward = Graph(graph.inputs[:n_primal], fwd_outputs, graph.captures, graph.input_names[:n_primal])
+    forward, _ = run_passes(forward)  # keep only what the results and residuals need
+
+    # The backward program: residuals and used primal inputs as inputs, then the cotangents.
+    memo: dict[int, Node] = {}
+    captures: list = []
+    capture_map: dict[int, Node] = {}
+    bwd_inputs, residuals, sources = [], [], []
+    for k, n in enumerate(residual_nodes):
+        memo[id(n)] = Node.make("input", (), n.aval, index=len(bwd_inputs))
+        bwd_inputs.append(memo[id(n)])
+        kind = "output" if id(n) in out_ids else "saved"
+        residuals.append(Residual(f"r{k}", n.aval, _describe(n), kind))
+        sources.append(("out", [i for i, o in enumerate(outs) if o is n][0]) if kind == "output"
+                       else ("fwd", n_out + [m for m in residual_nodes if id(m) not in out_ids].index(n)))
+    for n in used_inputs:
+        memo[id(n)] = Node.make("input", (), n.aval, index=len(bwd_inputs))
+        bwd_inputs.append(memo[id(n)])
+        residuals.append(Residual(graph.input_names[graph.inputs.index(n)], n.aval, "input", "input"))
+        sources.append(("arg", graph.inputs.index(n)))
+    ct_nodes = list(graph.inputs[n_primal:])
+    for n in ct_nodes:
+        memo[id(n)] = Node.make("input", (), n.aval, index=len(bwd_inputs))
+        bwd_inputs.append(memo[id(n)])
+
+    def clone(node: Node) -> Node:
+        stack = [(node, False)]
+        while stack:
+            sub, ready = stack.pop()
+            if id(sub) in memo:
+                continue
+            if not ready:
+                stack.append((sub, True))
+                stack.extend((i, False) for i in sub.inputs if id(i) not in memo)
+                continue
+            if sub.op == "capture":
+                new = capture_map.get(sub.kw["index"])
+                if new is None:
+                    new = Node.make("capture", (), sub.aval, index=len(captures))
+                    captures.append(graph.captures[sub.kw["index"]])
+                    capture_map[sub.kw["index"]] = new
+            elif sub.op == "input":
+                raise AssertionError(f"forward input {sub.kw} reached the backward program unmapped")
+            else:
+                new = sub.replace([memo[id(i)] for i in sub.inputs])
+            memo[id(sub)] = new
+        return memo[id(node)]
+
+    bwd_outputs = [clone(g) for g in grads]
+    names = [r.name for r in residuals] + [f"ct{j}" for j in range(len(ct_nodes))]
+    backward_graph = Graph(bwd_inputs, bwd_outputs, captures, names)
+    recomputed = [f"{_describe(n)} -> {n.aval}" for n in recompute.values()]
+    return Split(forward, backward_graph, residuals, sources, recomputed, n_out,
+                 [n.aval for n in ct_nodes], notes=graph.notes)
+
+
+def _nbytes(aval: Aval) -> int:
+    return aval.size * aval.dtype.itemsize
+
+
+def _describe(node: Node) -> str:
+    if node.op == "composite":
+        return f"composite {node.kw['name']}"
+    if node.op == "kernel":
+        return f"kernel {node.kw['entry'].label}"
+    if node.op == "pick" and node.inputs and node.inputs[0].op in ("kernel", "composite"):
+        return f"{_describe(node.inputs[0])}[{node.kw['index']}]"
+    return node.op
+
+
+# ---------------------------------------------------------------- compiled pairs
+
+
+class _Pair:
+    def __init__(self, split: Split, forward, backward, out_tree, ct_index, grad_leaves, fwd_choices, bwd_choices):
+        self.split, self.forward, self.backward = split, forward, backward
+        self.out_tree, self.ct_index, self.grad_leaves = out_tree, ct_index, grad_leaves
+        self.fwd_choices, self.bwd_choices = fwd_choices, bwd_choices
+        self.registry_version = None
+
+
+def _lower(graph: Graph, target):
+    from .select import select
+
+    graph, _ = run_passes(graph)
+    selected, choices = select(graph, target.name)
+    return target.lower(selected), choices, graph
+
+
+def _pair(compiled, args, kwargs) -> tuple:
+    from . import registry
+    from .log import logger
+
+    call = compiled._split(args, kwargs)
+    pair = compiled._vjp_cache.get(call.key)
+    if pair is not None and pair.registry_version == registry.VERSION[0]:
+        return call, pair
+    with compiled._lock:
+        joint, out_tree, n_out, ct_index, grad_leaves = trace_joint(compiled.fn, call, compiled.target.name)
+        split = partition(joint, len(call.avals), n_out)
+        fwd, fwd_choices, split.forward = _lower(split.forward, compiled.target)
+        bwd, bwd_choices, split.backward = _lower(split.backward, compiled.target)
+        pair = _Pair(split, fwd, bwd, out_tree, ct_index, grad_leaves, fwd_choices, bwd_choices)
+        pair.registry_version = registry.VERSION[0]
+        compiled._vjp_cache[call.key] = pair
+        logger.info("%s.vjp: forward and backward programs for %s; residuals %s", compiled.__name__,
+                    compiled.target.name, ", ".join(str(r) for r in split.residuals) or "none")
+    return call, pair
+
+
+def run_vjp(compiled, args, kwargs):
+    from .api import _finish
+    from .autodiff import GradientError
+
+    call, pair = _pair(compiled, args, kwargs)
+    split = pair.split
+    results = pair.forward.run(call.dynamic)
+    outs = [_finish(o) for o in results[: split.n_out]]
+    saved = []
+    for kind, k in split.residual_sources:
+        saved.append(results[k] if kind != "arg" else call.dynamic[k])
+    out = pytree.unflatten(pair.out_tree, outs)
+    n_args = len(args)
+
+    def vjp_fn(cotangent):
+        leaves, tree = pytree.flatten(cotangent)
+        if tree != pair.out_tree:
+            if pair.out_tree == pytree.LEAF or len(leaves) != len(outs):
+                raise GradientError(
+                    f"{compiled.__name__} vjp_fn: the cotangent has structure {pytree.describe(tree)} but "
+                    f"the function returned {pytree.describe(pair.out_tree)}{where()}"
+                )
+        cts = []
+        for k in pair.ct_index:
+            ct, aval = leaves[k], split.ct_avals[len(cts)]
+            arr = np.asarray(ct)
+            if arr.shape != aval.shape:
+                if arr.shape == () or np.broadcast_shapes(arr.shape, aval.shape) == aval.shape:
+                    arr = np.broadcast_to(arr, aval.shape)
+                else:
+                    raise GradientError(
+                        f"{compiled.__name__} vjp_fn: a cotangent of shape {arr.shape} for a result of "
+                        f"shape {aval.shape}{where()}; cotangents have the shape of the results"
+                    )
+            cts.append(np.ascontiguousarray(arr, dtype=aval.dtype))
+        grads = pair.backward.run(saved + cts)
+        per_leaf = [None] * len(call.dynamic)
+        for leaf, g in zip(pair.grad_leaves, grads):
+            per_leaf[leaf] = _finish(g)
+        return _positional(call, per_leaf, n_args)
+
+    return out, vjp_fn
+
+
+def _positional(call, per_leaf, n_args) -> tuple:
+    """The cotangents rebuilt into the structure of the positional arguments."""
+    it = iter(per_leaf)
+    marker = object()
+    tracer_like = [marker] * len(per_leaf)
+    pos, _ = call.rebuild(tracer_like)
+    leaves = list(per_leaf)
+    pos_leaves, pos_tree = pytree.flatten(pos)
+    k = 0
+    rebuilt = []
+    for leaf in pos_leaves:
+        if leaf is marker:
+            rebuilt.append(leaves[k])
+            k += 1
+        else:
+            rebuilt.append(None)
+    del it
+    return tuple(pytree.unflatten(pos_tree, rebuilt))[:n_args]
+
+
+class LoweredVJP:
+    """What ``compiled.lower_vjp(*args)`` returns: both programs and the residuals."""
+
+    def __init__(self, compiled, pair: _Pair):
+        from .api import Lowered, _Entry
+
+        split = pair.split
+        fwd_entry = _Entry((), split.forward, [], pair.forward, pair.out_tree, split.n_out, [],
+                           choices=pair.fwd_choices)
+        bwd_entry = _Entry((), split.backward, [], pair.backward, (), len(split.backward.outputs), [],
+                           choices=pair.bwd_choices)
+        self.forward = Lowered(fwd_entry, compiled.target)
+        self.backward = Lowered(bwd_entry, compiled.target)
+        self.residuals = split.residuals
+        self.recomputed = split.recomputed
+        self.notes = split.notes
+        self.residual_bytes = sum(r.nbytes for r in split.residuals)
+
+    def __str__(self):
+        lines = ["# forward program (returns the results, then the saved residuals)", str(self.forward), "",
+                 "# backward program (residuals and inputs, then the cotangents)", str(self.backward), "",
+                 f"# residuals ({self.residual_bytes:,} bytes saved)"]
+        lines += [f"  {r}" for r in self.residuals] or ["  none"]
+        lines.append("# recomputed in the backward program instead of saved")
+        lines += [f"  {r}" for r in self.recomputed] or ["  none"]
+        if self.notes:
+            lines.append("# gradients of composites")
+            lines += [f"  {n}" for n in dict.fromkeys(self.notes)]
+        return "\n".join(lines)
+
+
+def lower_vjp(compiled, args, kwargs) -> LoweredVJP:
+    _, pair = _pair(compiled, args, kwargs)
+    return LoweredVJP(compiled, pair)

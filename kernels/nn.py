@@ -48,21 +48,21 @@ def _rows(*shapes, scale=3.0):
 @braze.composite("braze.nn.softmax", examples=_rows((4, 9), (3, 2, 17), (1, 1), (6, 0)))
 def softmax(x, *, axis=-1):
     """``exp(x - max) / sum(exp(x - max))`` along ``axis``."""
-    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    e = np.exp(x - braze.stop_gradient(x.max(axis=axis, keepdims=True)))
     return e / e.sum(axis=axis, keepdims=True)
 
 
 @braze.composite("braze.nn.log_softmax", examples=_rows((4, 9), (3, 2, 17), (1, 1)))
 def log_softmax(x, *, axis=-1):
     """``x - logsumexp(x)`` along ``axis``, computed stably."""
-    s = x - x.max(axis=axis, keepdims=True)
+    s = x - braze.stop_gradient(x.max(axis=axis, keepdims=True))
     return s - np.log(np.exp(s).sum(axis=axis, keepdims=True))
 
 
 @braze.composite("braze.nn.logsumexp", examples=_rows((4, 9), (3, 2, 17), (1, 1)))
 def logsumexp(x, *, axis=-1, keepdims=False):
     """``log(sum(exp(x)))`` along ``axis``; rows of all ``-inf`` give ``-inf``."""
-    m = x.max(axis=axis, keepdims=True)
+    m = braze.stop_gradient(x.max(axis=axis, keepdims=True))  # the shift changes no derivative
     m = np.where(np.isfinite(m), m, 0)
     out = m + np.log(np.exp(x - m).sum(axis=axis, keepdims=True))
     return out if keepdims else np.squeeze(out, axis=axis)
@@ -140,7 +140,7 @@ def _xent_examples():
 def softmax_cross_entropy(logits, labels):
     """Mean over the batch of ``-log softmax(logits)[label]``; ``logits`` is
     (N, C), ``labels`` (N,) integers in ``[0, C)``."""
-    m = logits.max(axis=-1, keepdims=True)
+    m = braze.stop_gradient(logits.max(axis=-1, keepdims=True))
     lse = np.log(np.exp(logits - m).sum(axis=-1, keepdims=True)) + m
     picked = np.take_along_axis(logits, labels[:, None], axis=-1)
     return (lse - picked).mean()

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import re
+
 import numpy as np
 
 from braze.fusion import LAYOUT_OPS, REDUCE_OPS, Loop
@@ -122,6 +124,9 @@ def _init(node: Node) -> str:
     raise AssertionError(op)
 
 
+_INNER_INDEX = re.compile(r"\bj\d")
+
+
 class _Writer:
     def __init__(self):
         self.lines: list[str] = []
@@ -158,6 +163,7 @@ class _Gen:
         self.leaf_shapes = [self._leaf_shape(n) for n in loop.leaves]
         self._names = 0
         self._blocking = False
+        self._hoist: list[str] | None = None
         self.has_trig = any(m.op in TRIG and np.dtype(m.aval.dtype) in (np.float32, np.float64)
                             for m in loop.members) and all(
             rt.has_vector_math(op, sfx) for op in TRIG for sfx in ("f32", "f64"))
@@ -265,7 +271,11 @@ class _Gen:
         key = (id(node), space)
         if key not in env:
             var = self._fresh(f"l_{self.leaf_names[id(node)]}_")
-            env["__lines__"].append(f"{var} = {self._load(node, space)}")
+            load = self._load(node, space)
+            if self._hoist is not None and not _INNER_INDEX.search(load):
+                self._hoist.append(f"{var} = {load}")  # row-invariant: read once per row
+            else:
+                env["__lines__"].append(f"{var} = {load}")
             env[key] = var
         return env[key]
 
@@ -459,6 +469,10 @@ class _Gen:
         return expr
 
     def _pass_body(self, w: _Writer, env: dict, p: int, accs: dict, out_flat: str) -> None:
+        for line in self._pass_lines(env, p, accs, out_flat):
+            w(line)
+
+    def _pass_lines(self, env: dict, p: int, accs: dict, out_flat: str) -> list[str]:
         """Statements inside the innermost loop of pass ``p``."""
         inner_env = dict(env)
         inner_env["__lines__"] = []
@@ -483,8 +497,7 @@ class _Gen:
                 lines.extend(inner_env["__lines__"])
                 inner_env["__lines__"] = []
                 lines.append(f"o{self.out_index[id(out)]}[{out_flat}] = {value}")
-        for line in lines:
-            w(line)
+        return lines
 
     def _rows_loop(self, w: _Writer, rng: str) -> None:
         w(f"no = {' * '.join(f'd{k}' for k in range(self.od))}")
@@ -510,6 +523,11 @@ class _Gen:
                     w(line)
             blocked = [r for r in self._reductions(p) if _blocked(r)] if self.nin == 1 else []
             self._blocking = bool(blocked)
+            self._hoist = []
+            body = self._pass_lines(env, p, accs, f"np.uint64(o * ni + {self._flat_inner()})")
+            for line in self._hoist:  # loads that do not change along the row: before its loop
+                w(line)
+            self._hoist = None
             if blocked:
                 w(f"for jb in range(0, d{self.od}, {BLOCK}):")
                 w.indent()
@@ -521,7 +539,8 @@ class _Gen:
                 for k in range(self.nin):
                     w(f"for j{k} in range(d{self.od + k}):")
                     w.indent()
-            self._pass_body(w, env, p, accs, f"np.uint64(o * ni + {self._flat_inner()})")
+            for line in body:
+                w(line)
             if blocked:
                 w.dedent()
                 for r in blocked:

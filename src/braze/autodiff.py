@@ -162,7 +162,12 @@ class Watched(ArrayMethods):
             args = pytree.map_leaves(_detach, args)
             kwargs = pytree.map_leaves(_detach, kwargs)
             return func(*args, **kwargs)
-        return super().__array_function__(func, types, args, kwargs)
+        result = super().__array_function__(func, types, args, kwargs)
+        if func in _LIKE and _differentiable(_dtype(result)):
+            # A buffer "like" a watched array is watched too (as a constant), so
+            # that writing watched values into it (y[i] = w) is recorded.
+            return Watched(self._tape, result, next(_ids))
+        return result
 
     # Eagerly the value is known: Python may look at it (control flow, printing).
     def __array__(self, dtype=None, copy=None):
@@ -192,6 +197,9 @@ class Watched(ArrayMethods):
 
     def __repr__(self):
         return f"Watched({self._value!r})"
+
+
+_LIKE = (np.zeros_like, np.ones_like, np.full_like, np.empty_like)
 
 
 def _parts(value, tape) -> tuple:

@@ -341,7 +341,8 @@ def _merge_siblings(groups: list[_Group], group_of: dict) -> list[_Group]:
         return {id(i) for n in g.nodes for i in n.inputs if id(i) not in g.members and i.op != "const"}
 
     def upstream(g: _Group) -> set[int]:
-        """ids of the groups g depends on, through any path (externs and views too)."""
+        """ids of the groups g depends on, through any path (externs and views too,
+        and through other kernels as wholes)."""
         seen_nodes, groups_found = set(), set()
         stack = [i for n in g.nodes for i in n.inputs if id(i) not in g.members]
         while stack:
@@ -350,8 +351,10 @@ def _merge_siblings(groups: list[_Group], group_of: dict) -> list[_Group]:
                 continue
             seen_nodes.add(id(node))
             other = group_of.get(id(node))
-            if other is not None:
+            if other is not None and id(other) not in groups_found:
                 groups_found.add(id(other))
+                # a kernel runs as a whole: whatever any member reads, it waits for
+                stack.extend(i for n in other.nodes for i in n.inputs)
             stack.extend(node.inputs)
         return groups_found
 

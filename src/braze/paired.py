@@ -28,7 +28,7 @@ from .tracing import GraphContext
 
 # Ops recomputed in the backward program rather than saved, when that saves bytes.
 _RECOMPUTABLE_KINDS = {"elementwise"}
-_RECOMPUTABLE_OPS = {"reshape", "broadcast_to", "transpose", "pick"}
+_RECOMPUTABLE_OPS = {"reshape", "broadcast_to", "transpose"}
 
 
 @dataclass
@@ -152,21 +152,31 @@ def partition(graph: Graph, n_primal: int, n_out: int) -> Split:
             stack.extend(m.inputs)
         return members, frontier
 
+    # Residuals computed from the same new values are decided together: the
+    # four elementwise pieces of a GELU's derivative all come from its input.
     changed = True
     while changed:
         changed = False
-        for key, node in list(boundary.items()):
-            if key not in boundary or key in out_ids or not recomputable(node):
+        groups: dict[frozenset, list] = {}
+        for key, node in boundary.items():
+            if key in out_ids or not recomputable(node):
                 continue
             members, frontier = closure(node)
-            cost = sum(_nbytes(f.aval) for k, f in frontier.items() if k not in boundary and k not in out_ids)
-            if cost < _nbytes(node.aval):
-                del boundary[key]
-                for m in members:
-                    recompute[id(m)] = m
-                    boundary.pop(id(m), None)
-                boundary.update(frontier)
+            new = {k: f for k, f in frontier.items() if k not in boundary and k not in out_ids}
+            groups.setdefault(frozenset(new), []).append((key, node, members, new))
+        for group in groups.values():
+            cost = sum(_nbytes(f.aval) for f in group[0][3].values())
+            gain = sum(_nbytes(node.aval) for _, node, _, _ in group)
+            views = all(node.op in _RECOMPUTABLE_OPS for _, node, _, _ in group)
+            if cost < gain or (cost == gain and views):
+                for key, node, members, new in group:
+                    boundary.pop(key, None)
+                    for m in members:
+                        recompute[id(m)] = m
+                        boundary.pop(id(m), None)
+                    boundary.update(new)
                 changed = True
+                break
 
     residual_nodes = list(boundary.values())
     used_inputs = [n for n in graph.inputs[:n_primal] if any(
@@ -311,14 +321,14 @@ def run_vjp(compiled, args, kwargs):
             ct, aval = leaves[k], split.ct_avals[len(cts)]
             arr = np.asarray(ct)
             if arr.shape != aval.shape:
-                if arr.shape == () or np.broadcast_shapes(arr.shape, aval.shape) == aval.shape:
+                try:
                     arr = np.broadcast_to(arr, aval.shape)
-                else:
+                except ValueError:
                     raise GradientError(
                         f"{compiled.__name__} vjp_fn: a cotangent of shape {arr.shape} for a result of "
                         f"shape {aval.shape}{where()}; cotangents have the shape of the results"
                     )
-            cts.append(np.ascontiguousarray(arr, dtype=aval.dtype))
+            cts.append(np.asarray(arr, dtype=aval.dtype))
         grads = pair.backward.run(saved + cts)
         per_leaf = [None] * len(call.dynamic)
         for leaf, g in zip(pair.grad_leaves, grads):

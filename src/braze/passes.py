@@ -52,10 +52,18 @@ def fold_constants(graph: Graph) -> Graph:
 _IDENTITY_OPS = {"convert", "reshape", "broadcast_to", "transpose"}
 
 
+_REDUCTIONS = ("reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_any", "reduce_all")
+
+
 def drop_identities(graph: Graph) -> Graph:
     """Remove casts and layout ops that leave the value exactly as it was."""
 
     def drop(node: Node) -> Node:
+        if node.op in _REDUCTIONS and node.kw.get("axes") == () and node.inputs[0].aval.shape == node.aval.shape:
+            # a reduction over no axes (np.sum of a 0-d array) is a cast at most
+            if node.inputs[0].aval.dtype == node.aval.dtype:
+                return node.inputs[0]
+            return Node.make("convert", node.inputs, node.aval, dtype=node.aval.dtype)
         if node.op in _IDENTITY_OPS and node.inputs[0].aval == node.aval:
             if node.op != "transpose" or node.kw["perm"] == tuple(range(node.aval.ndim)):
                 return node.inputs[0]

@@ -314,8 +314,11 @@ def _take_along_axis(ct, x, idx, *, out, axis):
     if bnp.shape(idx)[axis] == 1:
         # One index per line (a label per row): a one-hot comparison that
         # fuses with the rest of the backward pass into one loop.
-        iota = np.arange(n, dtype=np.intp).reshape(tuple(n if i == axis else 1 for i in range(len(shape))))
-        idx = bnp.where(idx < 0, idx + n, idx)
+        # Indices are in [-n, n) (the forward checked), so int32 holds them when
+        # n does: a 32-bit compare vectorizes with the float32 select (2x faster).
+        itype = np.int32 if n < 2**31 else np.intp
+        iota = np.arange(n, dtype=itype).reshape(tuple(n if i == axis else 1 for i in range(len(shape))))
+        idx = bnp.astype(bnp.where(idx < 0, idx + n, idx), itype)
         return bnp.where(iota == idx, ct, 0), None
     # General case: scatter-add into zeros, with the other axes indexed by ranges.
     ishape = bnp.shape(idx)

@@ -1,0 +1,638 @@
+"""Gradients: every differentiable primitive and library composite against
+central finite differences (float64), through every path: ``grad`` eagerly,
+the tape, ``vjp``, ``compile(grad)`` on generic and cpu, and the paired
+compiled forward/backward. Plus second derivatives, tape semantics, custom
+and kernel-paired gradients, and the errors.
+"""
+import numpy as np
+import pytest
+
+import braze
+from braze import GradientError, GradientTape
+from braze.vjp_rules import NONDIFFERENTIABLE, VJP
+
+RTOL = 1e-5
+
+
+def _rng(seed=0):
+    return np.random.default_rng(seed)
+
+
+def numeric_grad(f, args, k, eps=1e-6):
+    """Central differences of scalar f with respect to args[k]."""
+    x = np.array(args[k], dtype=np.float64)
+    g = np.zeros_like(x)
+    flat, gflat = x.reshape(-1), g.reshape(-1)
+    for i in range(flat.size):
+        old = flat[i]
+        flat[i] = old + eps
+        hi = f(*[x if j == k else a for j, a in enumerate(args)])
+        flat[i] = old - eps
+        lo = f(*[x if j == k else a for j, a in enumerate(args)])
+        flat[i] = old
+        gflat[i] = (float(hi) - float(lo)) / (2 * eps)
+    return g
+
+
+def assert_close(got, want, what=""):
+    got = np.asarray(got, dtype=np.float64)
+    want = np.asarray(want, dtype=np.float64)
+    assert got.shape == want.shape, (what, got.shape, want.shape)
+    scale = max(1.0, float(np.abs(want).max(initial=0)))
+    err = float(np.abs(got - want).max(initial=0)) / scale
+    assert err < RTOL, f"{what}: relative error {err:.2e}\n got {got}\nwant {want}"
+
+
+def weighted(fn, out_shape_seed=1):
+    """sum(fn(*args) * w) for a fixed random w: a non-uniform cotangent."""
+    cache = {}
+
+    def loss(*args):
+        out = fn(*args)
+        shape = np.shape(out)
+        if shape not in cache:
+            cache[shape] = _rng(out_shape_seed).uniform(0.5, 1.5, shape)
+        return np.sum(out * cache[shape])
+
+    return loss
+
+
+# (name, fn, argument factory, differentiable argnums)
+def _u(lo, hi, shape=(3, 4), seed=0):
+    return lambda: (_rng(seed).uniform(lo, hi, shape),)
+
+
+def _signed(lo, hi, shape=(3, 4), seed=0):
+    def make():
+        r = _rng(seed)
+        return (r.uniform(lo, hi, shape) * r.choice([-1.0, 1.0], shape),)
+    return make
+
+
+UNARY = {
+    "negative": (np.negative, _u(-2, 2)), "positive": (np.positive, _u(-2, 2)),
+    "absolute": (np.absolute, _signed(0.2, 2)), "exp": (np.exp, _u(-2, 2)), "exp2": (np.exp2, _u(-2, 2)),
+    "expm1": (np.expm1, _u(-2, 2)), "log": (np.log, _u(0.5, 3)), "log2": (np.log2, _u(0.5, 3)),
+    "log10": (np.log10, _u(0.5, 3)), "log1p": (np.log1p, _u(-0.5, 2)), "sqrt": (np.sqrt, _u(0.5, 3)),
+    "cbrt": (np.cbrt, _signed(0.3, 2)), "square": (np.square, _u(-2, 2)),
+    "reciprocal": (np.reciprocal, _signed(0.5, 2)), "sin": (np.sin, _u(-3, 3)), "cos": (np.cos, _u(-3, 3)),
+    "tan": (np.tan, _u(-1, 1)), "arcsin": (np.arcsin, _u(-0.8, 0.8)), "arccos": (np.arccos, _u(-0.8, 0.8)),
+    "arctan": (np.arctan, _u(-2, 2)), "sinh": (np.sinh, _u(-2, 2)), "cosh": (np.cosh, _u(-2, 2)),
+    "tanh": (np.tanh, _u(-2, 2)), "arcsinh": (np.arcsinh, _u(-2, 2)), "arccosh": (np.arccosh, _u(1.5, 3)),
+    "arctanh": (np.arctanh, _u(-0.8, 0.8)), "deg2rad": (np.deg2rad, _u(-2, 2)),
+    "rad2deg": (np.rad2deg, _u(-2, 2)), "erf": (braze.numpy.erf, _u(-2, 2)),
+    "convert": (lambda x: x.astype(np.float32).astype(np.float64) * 1.0 + x * 0.0 + (x - x.astype(np.float32)),
+                _u(-2, 2)),
+}
+
+
+def _pair(lo1, hi1, lo2, hi2, s1=(3, 4), s2=(3, 4), sign2=False):
+    def make():
+        r = _rng(3)
+        y = r.uniform(lo2, hi2, s2)
+        if sign2:
+            y = y * r.choice([-1.0, 1.0], s2)
+        return r.uniform(lo1, hi1, s1), y
+    return make
+
+
+def _distinct():
+    r = _rng(4)
+    x = r.uniform(-2, 2, (3, 4))
+    return x, x + r.choice([-0.5, 0.5], (3, 4))
+
+
+BINARY = {
+    "add": (np.add, _pair(-2, 2, -2, 2, s2=(4,))), "subtract": (np.subtract, _pair(-2, 2, -2, 2, s1=(3, 1))),
+    "multiply": (np.multiply, _pair(-2, 2, -2, 2, s2=(1, 4))),
+    "divide": (np.divide, _pair(-2, 2, 0.5, 2, sign2=True)),
+    "remainder": (np.remainder, _pair(2.1, 2.9, 0.7, 0.8)), "fmod": (np.fmod, _pair(2.1, 2.9, 0.7, 0.8)),
+    "power": (np.power, _pair(0.5, 2, -2, 2)), "arctan2": (np.arctan2, _pair(-2, 2, 0.5, 2, sign2=True)),
+    "hypot": (np.hypot, _pair(0.5, 2, 0.5, 2)), "maximum": (np.maximum, _distinct),
+    "minimum": (np.minimum, _distinct), "fmax": (np.fmax, _distinct), "fmin": (np.fmin, _distinct),
+    "copysign": (np.copysign, _pair(0.5, 2, 0.5, 2, sign2=True)),
+    "logaddexp": (np.logaddexp, _pair(-2, 2, -2, 2)), "logaddexp2": (np.logaddexp2, _pair(-2, 2, -2, 2)),
+}
+
+
+def _mask_where(x, y):
+    return np.where(x > 0, x * y, y - x)
+
+
+def _clip(x, lo, hi):
+    return np.clip(x, lo, hi)
+
+
+def _clip_args():
+    r = _rng(5)
+    x = np.array([[-2.0, -0.3, 0.2, 1.7], [0.9, -1.4, 0.05, 2.5]])
+    return x, r.uniform(-1, -0.5, (2, 1)), r.uniform(0.5, 1.0, (1, 4))
+
+
+def _ints():
+    return _rng(6).uniform(-1, 1, (5, 3))
+
+
+MISC = {
+    "where": (_mask_where, lambda: (_rng(1).uniform(-1, 1, (3, 4)), _rng(2).uniform(-1, 1, (4,)))),
+    "clip": (_clip, _clip_args),
+    "reduce_sum": (lambda x: x.sum(axis=1, keepdims=True) * x.sum(axis=0), _u(-1, 1)),
+    "reduce_sum_all": (lambda x: np.sum(x) * x, _u(-1, 1)),
+    "reduce_prod": (lambda x: np.prod(x, axis=0), _u(0.5, 1.5)),
+    "reduce_prod_zeros": (lambda x: np.prod(x * np.array([[0.0], [1.0], [1.0]]), axis=0)
+                          + np.prod(x * np.array([[0.0], [0.0], [1.0]]), axis=0), _u(0.5, 1.5)),
+    "reduce_max": (lambda x: x.max(axis=1), _u(-1, 1)), "reduce_min": (lambda x: np.min(x, axis=(0, 1)), _u(-1, 1)),
+    "mean_var_std": (lambda x: x.mean(axis=0) + x.var(axis=1, keepdims=True) + x.std(), _u(-1, 1)),
+    "reshape": (lambda x: x.reshape(2, 6) @ np.ones((6, 2)), _u(-1, 1)),
+    "transpose": (lambda x: np.transpose(x[None], (2, 0, 1)) * np.arange(3.0), _u(-1, 1)),
+    "broadcast_to": (lambda x: np.broadcast_to(x[:, :1], (3, 5)), _u(-1, 1)),
+    "concatenate": (lambda x, y: np.concatenate([x, y * 2, x], axis=1), lambda: (_rng(1).normal(size=(2, 3)),
+                                                                              _rng(2).normal(size=(2, 1)))),
+    "stack_split": (lambda x: np.stack(np.split(x, 2, axis=1), axis=0) ** 2, _u(-1, 1)),
+    "squeeze_expand": (lambda x: np.expand_dims(np.squeeze(x[:, :1]), 0) * 3, _u(-1, 1)),
+    "slice": (lambda x: x[1:, ::-2] ** 2, _u(-1, 1)),
+    "int_index": (lambda x: x[1] * x[-1, 2], _u(-1, 1)),
+    "gather": (lambda x: x[np.array([0, 2, 2, 0])] ** 2, _u(-1, 1)),
+    "gather_2d": (lambda x: x[np.array([0, 2, 2]), np.array([1, 1, 3])] ** 2, _u(-1, 1)),
+    "take_along_axis_1": (lambda x: np.take_along_axis(x, np.array([[1], [3], [-1]]), axis=1) ** 2, _u(-1, 1)),
+    "take_along_axis_k": (lambda x: np.take_along_axis(x, np.array([[1, 1, 0], [3, 2, 3], [0, 0, 0]]), axis=1) ** 2,
+                          _u(-1, 1)),
+    "matmul": (lambda a, b: a @ b, lambda: (_rng(1).normal(size=(3, 4)), _rng(2).normal(size=(4, 2)))),
+    "matmul_batched": (lambda a, b: np.matmul(a, b), lambda: (_rng(1).normal(size=(2, 3, 4)),
+                                                              _rng(2).normal(size=(4, 2)))),
+    "matmul_vec_left": (lambda a, b: a @ b, lambda: (_rng(1).normal(size=(4,)), _rng(2).normal(size=(2, 4, 3)))),
+    "matmul_vec_right": (lambda a, b: a @ b, lambda: (_rng(1).normal(size=(3, 4)), _rng(2).normal(size=(4,)))),
+    "matmul_vec_vec": (lambda a, b: a @ b, lambda: (_rng(1).normal(size=(4,)), _rng(2).normal(size=(4,)))),
+    "einsum": (lambda a, b: np.einsum("ij,jk->ik", a, b), lambda: (_rng(1).normal(size=(3, 4)),
+                                                                 _rng(2).normal(size=(4, 2)))),
+    "einsum_summed_out": (lambda a, b: np.einsum("ijk,j->i", a, b), lambda: (_rng(1).normal(size=(2, 3, 4)),
+                                                                           _rng(2).normal(size=(3,)))),
+    "outer_dot": (lambda a, b: np.outer(a, b).sum() + np.dot(a, a), lambda: (_rng(1).normal(size=(3,)),
+                                                                           _rng(2).normal(size=(4,)))),
+}
+
+
+def _setitem_slice_fn(x):
+    y = x * 1.0
+    y[1:, 1:3] = x[:2, :2] ** 2
+    return y
+
+
+def _setitem_fancy_fn(x):
+    y = np.zeros_like(x)
+    y[np.array([0, 2])] = x[np.array([1, 1])] * 3
+    y[1] += x[0]
+    return y
+
+
+def _inplace_view_fn(x):
+    y = x * 2.0
+    v = y[:, 1:]
+    v *= x[:, :3]
+    return y ** 2
+
+
+MISC["setitem_slice"] = (_setitem_slice_fn, _u(-1, 1))
+MISC["setitem_fancy"] = (_setitem_fancy_fn, _u(-1, 1))
+MISC["inplace_view"] = (_inplace_view_fn, _u(-1, 1))
+MISC["bool_mask"] = (lambda x: x[np.array([True, False, True])] * 2, _u(-1, 1))
+
+CASES = {**{f"u_{k}": v for k, v in UNARY.items()}, **{f"b_{k}": v for k, v in BINARY.items()}, **MISC}
+
+
+def _numeric_all(loss, args):
+    return [numeric_grad(loss, args, k) for k in range(len(args))]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_gradient_matches_finite_differences(name):
+    fn, make = CASES[name]
+    args = make()
+    loss = weighted(fn)
+    want = _numeric_all(loss, args)
+    nums = tuple(range(len(args)))
+    got = braze.grad(loss, argnums=nums)(*args)
+    for k in nums:
+        assert_close(got[k], want[k], f"{name} eager grad, argument {k}")
+    # the tape
+    with GradientTape() as tape:
+        ws = [tape.watch(a) for a in args]
+        y = loss(*ws)
+    for k, g in enumerate(tape.gradient(y, ws)):
+        assert_close(g, want[k], f"{name} tape, argument {k}")
+    # vjp with a cotangent of 1
+    value, back = braze.vjp(loss, *args)
+    assert_close(value, loss(*args), f"{name} vjp value")
+    for k, g in enumerate(back(1.0)):
+        assert_close(g, want[k], f"{name} vjp, argument {k}")
+
+
+@pytest.mark.parametrize("target", ["generic", "cpu"])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_compiled_gradient_matches_eager(name, target):
+    fn, make = CASES[name]
+    args = make()
+    loss = weighted(fn)
+    nums = tuple(range(len(args)))
+    eager = braze.grad(loss, argnums=nums)(*args)
+    compiled = braze.compile(braze.value_and_grad(loss, argnums=nums), target=target)
+    value, got = compiled(*args)
+    assert_close(value, loss(*args), f"{name} value on {target}")
+    for k in nums:
+        assert_close(got[k], eager[k], f"{name} compiled grad on {target}, argument {k}")
+
+
+def test_every_primitive_has_a_vjp_rule_or_is_marked_nondifferentiable():
+    from braze.core import KIND
+
+    missing = [op for op in KIND if op not in VJP and op not in NONDIFFERENTIABLE
+               and op not in ("composite", "pick")]
+    assert missing == []
+    assert not (set(VJP) & NONDIFFERENTIABLE)
+
+
+# ---------------------------------------------------------------- library composites
+
+def _lib_cases():
+    r = _rng(7)
+    x = r.normal(size=(3, 5))
+    nn = braze.nn
+    return {
+        "softmax": (lambda x: nn.softmax(x), (x,)),
+        "softmax_axis0": (lambda x: nn.softmax(x, axis=0), (x,)),
+        "log_softmax": (lambda x: nn.log_softmax(x), (x,)),
+        "logsumexp": (lambda x: nn.logsumexp(x, axis=1, keepdims=True), (x,)),
+        "layer_norm": (lambda x, g, b: nn.layer_norm(x, g, b), (x, r.normal(size=5), r.normal(size=5))),
+        "rms_norm": (lambda x, g: nn.rms_norm(x, g), (x, r.normal(size=5))),
+        "gelu_tanh": (lambda x: nn.gelu(x), (x,)),
+        "gelu_erf": (lambda x: nn.gelu(x, approximate=False), (x,)),
+        "sigmoid": (lambda x: nn.sigmoid(x), (x,)),
+        "silu": (lambda x: nn.silu(x), (x,)),
+        "softmax_cross_entropy": (lambda x: nn.softmax_cross_entropy(x, np.array([0, 4, 2])), (x,)),
+        "attention": (lambda q, k, v: nn.attention(q, k, v), (r.normal(size=(2, 3, 4)), r.normal(size=(2, 5, 4)),
+                                                              r.normal(size=(2, 5, 3)))),
+        "attention_causal": (lambda q, k, v: nn.attention(q, k, v, causal=True),
+                             (r.normal(size=(1, 4, 4)), r.normal(size=(1, 4, 4)), r.normal(size=(1, 4, 2)))),
+    }
+
+
+LIB = _lib_cases()
+
+
+@pytest.mark.parametrize("name", sorted(LIB))
+def test_library_composite_gradients(name):
+    fn, args = LIB[name]
+    loss = weighted(fn)
+    want = _numeric_all(loss, args)
+    nums = tuple(range(len(args)))
+    got = braze.grad(loss, argnums=nums)(*args)
+    for k in nums:
+        assert_close(got[k], want[k], f"{name} eager, argument {k}")
+    for target in ("generic", "cpu"):
+        got = braze.compile(braze.grad(loss, argnums=nums), target=target)(*args)
+        for k in nums:
+            assert_close(got[k], want[k], f"{name} compiled on {target}, argument {k}")
+        out, back = braze.compile(loss, target=target).vjp(*args)
+        assert_close(out, loss(*args), f"{name} paired forward on {target}")
+        for k, g in enumerate(back(1.0)):
+            assert_close(g, want[k], f"{name} paired backward on {target}, argument {k}")
+
+
+# ---------------------------------------------------------------- second order
+
+SECOND = {
+    "sin_cube": (lambda x: np.sum(np.sin(x) * x ** 3), _u(-1, 1, (4,))),
+    "tanh_matmul": (lambda x: np.sum(np.tanh(x @ np.arange(12.0).reshape(4, 3) / 10)), _u(-1, 1, (2, 4))),
+    "softmax": (lambda x: np.sum(braze.nn.softmax(x) * np.arange(4.0)), _u(-1, 1, (2, 4))),
+    "layer_norm": (lambda x: np.sum(braze.nn.layer_norm(x, np.ones(4), np.zeros(4)) ** 3), _u(-1, 1, (2, 4))),
+    "exp_log": (lambda x: np.sum(np.log1p(np.exp(x)) * x), _u(-1, 1, (4,))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SECOND))
+def test_second_derivative(name):
+    fn, make = SECOND[name]
+    (x,) = make()
+    g = braze.grad(fn)
+    v = _rng(9).normal(size=x.shape)
+    hvp = lambda x: np.sum(g(x) * v)  # noqa: E731
+    want = numeric_grad(lambda x: np.sum(braze.grad(fn)(x) * v), (x,), 0)
+    assert_close(braze.grad(hvp)(x), want, f"{name} grad(grad) eager")
+    assert_close(braze.compile(braze.grad(hvp), target="cpu")(x), want, f"{name} grad(grad) on cpu")
+    assert_close(braze.compile(braze.grad(hvp), target="generic")(x), want, f"{name} grad(grad) on generic")
+
+
+# ---------------------------------------------------------------- dtypes, pytrees, aux
+
+def test_float32_gradient_stays_float32_and_integer_inputs_are_refused():
+    x = np.ones(3, np.float32)
+    g = braze.grad(lambda x: np.sum(x * 2.0))(x)
+    assert g.dtype == np.float32
+    assert braze.compile(braze.grad(lambda x: np.sum(x * 2.0)), target="cpu")(x).dtype == np.float32
+    with pytest.raises(GradientError, match="int64.*only floating-point"):
+        braze.grad(lambda x: np.sum(x * 2.0))(np.arange(3))
+    with pytest.raises(GradientError, match="bool"):
+        braze.grad(lambda x, m: np.sum(x * m), argnums=1)(x, np.ones(3, bool))
+
+
+def test_integer_argument_not_differentiated_is_fine():
+    logits = _rng(1).normal(size=(4, 6))
+    labels = np.array([1, 0, 5, 2])
+    g = braze.grad(lambda x, y: braze.nn.softmax_cross_entropy(x, y))(logits, labels)
+    p = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+    p[np.arange(4), labels] -= 1
+    assert_close(g, p / 4, "cross-entropy gradient")
+
+
+def test_pytree_arguments_and_aux():
+    params = {"w": _rng(1).normal(size=(3, 2)), "b": [np.zeros(2), np.float64(0.5)]}
+    x = _rng(2).normal(size=(4, 3))
+
+    def loss(p, x):
+        y = np.tanh(x @ p["w"] + p["b"][0]) * p["b"][1]
+        return np.sum(y ** 2), {"mean": y.mean()}
+
+    (value, aux), grads = braze.value_and_grad(loss, has_aux=True)(params, x)
+    assert set(grads) == {"w", "b"} and isinstance(grads["b"], list)
+    assert np.shape(grads["b"][1]) == ()
+    for path in (("w",), ("b", 0), ("b", 1)):
+        def f(v, path=path):
+            p = {"w": params["w"], "b": list(params["b"])}
+            if path[0] == "w":
+                p["w"] = v
+            else:
+                p["b"][path[1]] = v
+            return loss(p, x)[0]
+        base = params[path[0]] if len(path) == 1 else params["b"][path[1]]
+        got = grads[path[0]] if len(path) == 1 else grads["b"][path[1]]
+        assert_close(got, numeric_grad(f, (base,), 0), f"pytree leaf {path}")
+    compiled = braze.compile(braze.value_and_grad(loss, has_aux=True), target="cpu")
+    (value2, aux2), grads2 = compiled(params, x)
+    assert_close(value2, value) and assert_close(aux2["mean"], aux["mean"])
+    assert_close(grads2["w"], grads["w"], "compiled pytree gradient")
+
+
+def test_grad_requires_scalar_output_and_valid_argnums():
+    with pytest.raises(GradientError, match="must return a scalar.*shape \\(3,\\)"):
+        braze.grad(lambda x: x * 2)(np.ones(3))
+    with pytest.raises(GradientError, match="argnums=2"):
+        braze.grad(lambda x: np.sum(x), argnums=2)(np.ones(3))
+    with pytest.raises(GradientError, match="has_aux=True"):
+        braze.grad(lambda x: np.sum(x), has_aux=True)(np.ones(3))
+
+
+def test_python_control_flow_on_values_works_eagerly():
+    def f(x):
+        if x.sum() > 0:
+            return np.sum(x ** 2)
+        return np.sum(-x)
+    assert_close(braze.grad(f)(np.array([1.0, 2.0])), [2.0, 4.0])
+    assert_close(braze.grad(f)(np.array([-1.0, -2.0])), [-1.0, -1.0])
+
+
+def test_max_ties_split_like_jax():
+    g = braze.grad(lambda x: np.max(x))(np.array([1.0, 3.0, 3.0]))
+    assert_close(g, [0.0, 0.5, 0.5])
+    g = braze.grad(lambda x, y: np.sum(np.maximum(x, y)), argnums=(0, 1))(np.array([1.0, 2.0]), np.array([1.0, 0.0]))
+    assert_close(g[0], [0.5, 1.0]) and assert_close(g[1], [0.5, 0.0])
+
+
+def test_unused_input_gets_zeros_and_stop_gradient_blocks():
+    g = braze.grad(lambda x, y: np.sum(x), argnums=1)(np.ones(2), np.ones(3))
+    assert_close(g, np.zeros(3))
+    g = braze.grad(lambda x: np.sum(x * braze.stop_gradient(x)))(np.array([2.0, 3.0]))
+    assert_close(g, [2.0, 3.0])
+
+
+# ---------------------------------------------------------------- the tape
+
+def test_tape_non_persistent_persistent_and_stop_recording():
+    x = np.array([1.0, 2.0])
+    with GradientTape() as tape:
+        w = tape.watch(x)
+        y = np.sum(w ** 2)
+    assert_close(tape.gradient(y, w), 2 * x)
+    with pytest.raises(GradientError, match="persistent=True"):
+        tape.gradient(y, w)
+    with GradientTape(persistent=True) as tape:
+        w = tape.watch(x)
+        y = np.sum(w ** 2)
+        with tape.stop_recording():
+            z = np.sum(w ** 3)  # not recorded: no gradient through z
+        y2 = y + z
+    assert_close(tape.gradient(y, w), 2 * x)
+    assert_close(tape.gradient(y2, w), 2 * x)
+    assert type(np.asarray(y2)) is np.ndarray  # the value, detached
+
+
+def test_tapes_nest_and_must_exit_in_order():
+    x = np.array([0.5, 1.5])
+    with GradientTape() as outer:
+        wo = outer.watch(x)
+        with GradientTape() as inner:
+            wi = inner.watch(wo)
+            y = np.sum(np.sin(wi) * wi)
+        g = inner.gradient(y, wi)
+        s = np.sum(g)
+    assert_close(np.asarray(g), np.cos(x) * x + np.sin(x))
+    assert_close(outer.gradient(s, wo), -np.sin(x) * x + 2 * np.cos(x))
+
+    a, b = GradientTape(), GradientTape()
+    a.__enter__()
+    b.__enter__()
+    with pytest.raises(braze.TraceError, match="out of order"):
+        a.__exit__(None, None, None)
+    b.__exit__(None, None, None)
+    a.__exit__(None, None, None)
+    assert np.exp(np.zeros(1))[0] == 1.0  # the context stack is sound afterwards
+
+
+def test_tape_rejects_misuse():
+    tape = GradientTape()
+    with pytest.raises(GradientError, match="inside the tape's `with` block"):
+        tape.watch(np.ones(2))
+    with GradientTape() as tape:
+        w = tape.watch(np.ones(2))
+        y = np.sum(w)
+    with pytest.raises(GradientError, match="not watched by this tape"):
+        tape.gradient(y, np.ones(2))
+    with pytest.raises(GradientError, match="int64"):
+        with GradientTape() as tape:
+            tape.watch(np.arange(3))
+
+
+def test_tape_view_writes_through_and_gradient_follows():
+    x = np.arange(1.0, 5.0)
+    with GradientTape() as tape:
+        w = tape.watch(x)
+        y = w * 1.0
+        v = y[1:3]
+        v *= 10.0  # writes through to y
+        total = np.sum(y * y)
+    g = tape.gradient(total, w)
+    want = 2 * x * np.array([1.0, 100.0, 100.0, 1.0])
+    assert_close(g, want)
+
+
+def test_compiled_function_called_under_a_tape_is_differentiated():
+    f = braze.compile(lambda x: np.sum(np.exp(x)), target="cpu")
+    x = np.array([0.1, 0.2])
+    assert_close(braze.grad(f)(x), np.exp(x))
+
+
+# ---------------------------------------------------------------- custom gradients
+
+def test_defvjp_is_used_eagerly_and_compiled(restore_registry):
+    calls = []
+
+    @braze.composite("test.grad.clipped_identity")
+    def clipped(x, *, bound=1.0):
+        return x * 1.0
+
+    def fwd(x, *, bound=1.0):
+        return x * 1.0, (x,)
+
+    def bwd(res, g, *, bound=1.0):
+        calls.append(bound)
+        return (np.clip(g, -bound, bound),)
+
+    clipped.defvjp(fwd, bwd)
+    x = np.array([1.0, 2.0])
+    loss = lambda x: np.sum(clipped(x, bound=0.5) * np.array([3.0, -0.25]))  # noqa: E731
+    assert_close(braze.grad(loss)(x), [0.5, -0.25])
+    assert_close(braze.compile(braze.grad(loss), target="cpu")(x), [0.5, -0.25])
+    assert calls == [0.5, 0.5]
+    text = str(braze.compile(loss, target="cpu").lower_vjp(x))
+    assert "gradient from its defvjp rule" in text
+
+
+def test_defvjp_bad_backward_is_a_clear_error():
+    @braze.composite("test.grad.bad_bwd")
+    def f(x, y):
+        return x * y
+
+    f.defvjp(lambda x, y: (x * y, (x, y)), lambda res, g: (g,))
+    with pytest.raises(braze.CompositeError, match="tuple of 2 cotangent"):
+        braze.grad(lambda x: np.sum(f(x, x)))(np.ones(2))
+
+
+def test_kernel_pair_used_when_selected_and_body_otherwise(restore_registry):
+    name = "test.grad.scaled_softmax"
+
+    @braze.composite(name)
+    def scaled_softmax(x, *, scale=1.0):
+        e = np.exp(x * scale - braze.stop_gradient((x * scale).max(axis=-1, keepdims=True)))
+        return e / e.sum(axis=-1, keepdims=True)
+
+    used = []
+
+    def backward(residuals, g, *, scale=1.0):
+        used.append("backward")
+        (y,) = residuals
+        return (scale * y * (g - (g * y).sum(axis=-1, keepdims=True)),)
+
+    @scaled_softmax.register("cpu", backward=backward)
+    def forward(x, *, scale=1.0):
+        used.append("forward")
+        z = x * scale
+        e = np.exp(z - z.max(axis=-1, keepdims=True))
+        y = e / e.sum(axis=-1, keepdims=True)
+        return y, (y,)
+
+    x = _rng(3).normal(size=(3, 4))
+    w = _rng(4).normal(size=(3, 4))
+    loss = lambda x: np.sum(scaled_softmax(x, scale=2.0) * w)  # noqa: E731
+    want = numeric_grad(loss, (x,), 0)
+    used.clear()
+    got = braze.compile(braze.grad(loss), target="cpu")(x)
+    assert_close(got, want, "kernel pair gradient")
+    assert "forward" in used and "backward" in used
+    text = str(braze.compile(loss, target="cpu").lower_vjp(x))
+    assert "gradient from the kernel pair" in text
+    out, back = braze.compile(loss, target="cpu").vjp(x)
+    assert_close(back(1.0)[0], want, "paired vjp with a kernel pair")
+    # the same kernel runs as a plain forward (residuals dropped) without gradients
+    assert_close(braze.compile(lambda x: scaled_softmax(x, scale=2.0), target="cpu")(x),
+                 scaled_softmax(x, scale=2.0))
+    # generic has no kernel: the gradient is derived from the body
+    used.clear()
+    assert_close(braze.compile(braze.grad(loss), target="generic")(x), want)
+    assert used == []
+
+
+def test_kernel_without_backward_recomputes_the_body(restore_registry):
+    @braze.composite("test.grad.square_plus")
+    def square_plus(x):
+        return x * x + 1.0
+
+    @square_plus.register("cpu")
+    def kernel(x):
+        return x * x + 1.0
+
+    x = np.array([1.0, -2.0])
+    loss = lambda x: np.sum(square_plus(x) ** 2)  # noqa: E731
+    assert_close(braze.compile(braze.grad(loss), target="cpu")(x), 4 * x * (x * x + 1))
+    text = str(braze.compile(loss, target="cpu").lower_vjp(x))
+    assert "has no backward, so its forward is recomputed" in text
+
+
+# ---------------------------------------------------------------- paired forward / backward
+
+def _mlp_loss(params, x, labels):
+    w1, w2 = params
+    h = braze.nn.gelu(x @ w1)
+    return braze.nn.softmax_cross_entropy(h @ w2, labels)
+
+
+def _mlp_reference(params, x, labels):
+    w1, w2 = params
+    return numeric_grad(lambda w: _mlp_loss((w, w2), x, labels), (w1,), 0), \
+        numeric_grad(lambda w: _mlp_loss((w1, w), x, labels), (w2,), 0)
+
+
+def test_paired_mlp_forward_backward_on_cpu():
+    r = _rng(11)
+    x = r.normal(size=(6, 5))
+    params = (r.normal(size=(5, 4)) * 0.5, r.normal(size=(4, 3)) * 0.5)
+    labels = np.array([0, 2, 1, 1, 0, 2])
+    f = braze.compile(_mlp_loss, target="cpu")
+    loss, back = f.vjp(params, x, labels)
+    assert_close(loss, _mlp_loss(params, x, labels))
+    (g_params, g_x, g_labels) = back(1.0)
+    want = _mlp_reference(params, x, labels)
+    assert_close(g_params[0], want[0], "dW1") and assert_close(g_params[1], want[1], "dW2")
+    assert g_labels is None and g_x.shape == x.shape
+    lowered = f.lower_vjp(params, x, labels)
+    text = str(lowered)
+    assert "# forward program" in text and "# backward program" in text and "# residuals" in text
+    assert "matmul" in lowered.forward.plan and "matmul" in lowered.backward.plan
+    # residuals: the hidden layer before and after GELU, the softmax numerator and
+    # its row sums; GELU's elementwise derivative pieces are recomputed, not saved
+    assert lowered.residual_bytes <= 2 * (6 * 4 * 8) + 6 * 3 * 8 + 6 * 8, str(lowered)
+
+
+def test_paired_residuals_recompute_elementwise_values():
+    x = _rng(1).normal(size=(64, 32))
+    g, b = np.ones(32), np.zeros(32)
+    lowered = braze.compile(lambda x, g, b: braze.nn.layer_norm(x, g, b), target="cpu").lower_vjp(x, g, b)
+    saved = [r for r in lowered.residuals if r.kind == "saved"]
+    assert all(r.aval.shape == (64, 1) for r in saved), [str(r) for r in lowered.residuals]
+    assert lowered.recomputed, "the normalized activations should be recomputed, not saved"
+    assert "recomputed in the backward program" in str(lowered)
+
+
+def test_paired_vjp_errors_and_structure():
+    f = braze.compile(lambda x: (x * 2.0, np.sum(x)), target="generic")
+    out, back = f.vjp(np.ones(3))
+    (g,) = back((np.ones(3), 1.0))
+    assert_close(g, np.full(3, 3.0))
+    with pytest.raises(GradientError, match="cotangent has structure"):
+        back(np.ones(3))
+    with pytest.raises(GradientError, match="cotangent of shape"):
+        back((np.ones(4), 1.0))
+
+    def mutates(x):
+        x += 1.0
+        return np.sum(x)
+    with pytest.raises(GradientError, match="in place"):
+        braze.compile(mutates, target="generic").vjp(np.ones(2))

@@ -636,3 +636,14 @@ def test_paired_vjp_errors_and_structure():
         return np.sum(x)
     with pytest.raises(GradientError, match="in place"):
         braze.compile(mutates, target="generic").vjp(np.ones(2))
+
+
+def test_large_column_sums_use_numpy_reduction_and_stay_exact():
+    # the bias gradient of a big layer: a sum over rows, done by NumPy row by row
+    x = _rng(3).normal(size=(300, 257)).astype(np.float32)
+    f = braze.compile(lambda x: (x * 2.0).sum(axis=0), target="cpu")
+    np.testing.assert_allclose(f(x), (x * 2.0).sum(axis=0), rtol=1e-5, atol=1e-4)
+    assert "extern reduce_sum" in f.lower(x).plan
+    small = braze.compile(lambda x: (x * 2.0).sum(axis=0), target="cpu")
+    np.testing.assert_allclose(small(x[:4, :5]), (x[:4, :5] * 2.0).sum(axis=0), rtol=1e-5)
+    assert "extern reduce_sum" not in small.lower(x[:4, :5]).plan

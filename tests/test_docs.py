@@ -27,7 +27,7 @@ def test_readme_printed_graph_is_current(capsys):
     assert f"```\n{printed}\n```" in README.read_text()
 
 
-@pytest.mark.parametrize("name", ["braze", "braze.api", "braze.composite", "braze.numpy"])
+@pytest.mark.parametrize("name", ["braze", "braze.api", "braze.composite", "braze.numpy", "braze.autodiff"])
 def test_docstring_examples(name):
     module = importlib.import_module(name)  # braze.composite the module, not the decorator
     result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)

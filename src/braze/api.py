@@ -102,7 +102,7 @@ class Lowered:
         self.graph = str(entry.graph)
         self.stages = entry.stages
         sites = entry.executable.sites
-        selection = "\n".join(c.describe(sites.get(c.site)) for c in entry.choices)
+        selection = "\n".join([c.describe(sites.get(c.site)) for c in entry.choices] + list(entry.graph.notes))
         self.choices = entry.choices
         self.plan = (selection + "\n\n" if selection else "") + entry.executable.plan
         self.source = entry.executable.source

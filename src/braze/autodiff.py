@@ -27,9 +27,10 @@ from typing import Any, Callable
 import numpy as np
 
 from . import indexing
+from .aval import Aval
 from . import numpy as bnp
 from . import pytree
-from .core import KIND, bind, context_stack, pop_context, push_context
+from .core import context_stack, pop_context, push_context
 from .errors import BrazeError, TraceError, where
 from .surface import ArrayMethods
 
@@ -113,9 +114,7 @@ class Watched(ArrayMethods):
         return bool(getattr(self._value_, "weak", False))
 
     @property
-    def aval(self):
-        from .aval import Aval
-
+    def aval(self) -> Aval:
         return Aval(self.shape, self.dtype, self.weak)
 
     def _active(self) -> bool:
@@ -138,9 +137,7 @@ class Watched(ArrayMethods):
         self._version += 1
 
     def _concrete(self):
-        value = self._value
-        while isinstance(value, Watched):
-            value = value._value
+        value = _detach(self)
         if not isinstance(value, (np.ndarray, np.generic, int, float, bool, complex)):
             return value  # a traced value: its own conversions raise the right error
         return np.asarray(value)
@@ -255,7 +252,6 @@ class GradientTape:
         self._exited = False
         self._used = False
         self._paused = 0
-        self.notes: list[str] = []
 
     # ---- as a context
     def __enter__(self) -> "GradientTape":
@@ -362,12 +358,12 @@ class GradientTape:
     def _composite(self, args, values, ids, params):
         from .vjp_rules import composite_gradient
 
-        out, rule, note = composite_gradient(self, self._parent, args, values, ids, params)
+        out, rule, note = composite_gradient(self._parent, args, values, ids, params)
         if rule is None:
             return out  # recorded op by op
-        if note:
-            self.notes.append(note)
-            _note_in_graph(self._parent, note)
+        notes = getattr(self._parent, "notes", None)  # a graph context's, which explain shows
+        if note and notes is not None and note not in notes:
+            notes.append(note)
         return self._remember("composite", params, ids, values, out, rule)
 
     # ---- differentiating
@@ -448,12 +444,6 @@ class GradientTape:
 @contextmanager
 def _nothing():
     yield
-
-
-def _note_in_graph(ctx, note: str) -> None:
-    notes = getattr(ctx, "notes", None)
-    if notes is not None:
-        notes.append(note)
 
 
 def _add(a, b):
@@ -618,7 +608,6 @@ def vjp(fn: Callable, *primals, has_aux: bool = False):
             leaves, tree = pytree.flatten(p)
             result.append((leaves, tree))
         sources = [leaf for leaves, _ in result for leaf in leaves if isinstance(leaf, Watched)]
-        tape._used = False
         grads = iter(tape.gradient(out_leaves, sources, ct_leaves) if sources else [])
         return tuple(pytree.unflatten(tree, [next(grads) if isinstance(leaf, Watched) else None
                                              for leaf in leaves]) for leaves, tree in result)

@@ -98,7 +98,7 @@ def trace_joint(fn, call, target: str):
         pop_context(ctx)
     inputs = [t._node_ for t in tracers] + [c._node_ for c in cts]
     names = list(call.names) + [f"ct{j}" for j in range(len(cts))]
-    graph = Graph(inputs, values + grad_nodes, ctx.captures, names, notes=ctx.notes + tape.notes)
+    graph = Graph(inputs, values + grad_nodes, ctx.captures, names, notes=ctx.notes)
     return graph, out_tree, len(values), ct_index, grad_leaves
 
 
@@ -258,11 +258,12 @@ def _describe(node: Node) -> str:
 
 
 class _Pair:
-    def __init__(self, split: Split, forward, backward, out_tree, ct_index, grad_leaves, fwd_choices, bwd_choices):
+    def __init__(self, split: Split, forward, backward, out_tree, ct_index, grad_leaves, fwd_choices, bwd_choices,
+                 registry_version: int):
         self.split, self.forward, self.backward = split, forward, backward
         self.out_tree, self.ct_index, self.grad_leaves = out_tree, ct_index, grad_leaves
         self.fwd_choices, self.bwd_choices = fwd_choices, bwd_choices
-        self.registry_version = None
+        self.registry_version = registry_version
 
 
 def _lower(graph: Graph, target):
@@ -286,8 +287,8 @@ def _pair(compiled, args, kwargs) -> tuple:
         split = partition(joint, len(call.avals), n_out)
         fwd, fwd_choices, split.forward = _lower(split.forward, compiled.target)
         bwd, bwd_choices, split.backward = _lower(split.backward, compiled.target)
-        pair = _Pair(split, fwd, bwd, out_tree, ct_index, grad_leaves, fwd_choices, bwd_choices)
-        pair.registry_version = registry.VERSION[0]
+        pair = _Pair(split, fwd, bwd, out_tree, ct_index, grad_leaves, fwd_choices, bwd_choices,
+                     registry.VERSION[0])
         compiled._vjp_cache[call.key] = pair
         logger.info("%s.vjp: forward and backward programs for %s; residuals %s", compiled.__name__,
                     compiled.target.name, ", ".join(str(r) for r in split.residuals) or "none")
@@ -338,24 +339,19 @@ def run_vjp(compiled, args, kwargs):
     return out, vjp_fn
 
 
+class _Slot:
+    __slots__ = ("index",)
+
+    def __init__(self, index: int):
+        self.index = index
+
+
 def _positional(call, per_leaf, n_args) -> tuple:
-    """The cotangents rebuilt into the structure of the positional arguments."""
-    it = iter(per_leaf)
-    marker = object()
-    tracer_like = [marker] * len(per_leaf)
-    pos, _ = call.rebuild(tracer_like)
-    leaves = list(per_leaf)
-    pos_leaves, pos_tree = pytree.flatten(pos)
-    k = 0
-    rebuilt = []
-    for leaf in pos_leaves:
-        if leaf is marker:
-            rebuilt.append(leaves[k])
-            k += 1
-        else:
-            rebuilt.append(None)
-    del it
-    return tuple(pytree.unflatten(pos_tree, rebuilt))[:n_args]
+    """The cotangents rebuilt into the structure of the positional arguments
+    (None for static leaves)."""
+    pos, _ = call.rebuild([_Slot(i) for i in range(len(per_leaf))])
+    fill = lambda leaf: per_leaf[leaf.index] if isinstance(leaf, _Slot) else None  # noqa: E731
+    return tuple(pytree.map_leaves(fill, p) for p in pos[:n_args])
 
 
 class LoweredVJP:
@@ -385,7 +381,7 @@ class LoweredVJP:
         lines += [f"  {r}" for r in self.recomputed] or ["  none"]
         if self.notes:
             lines.append("# gradients of composites")
-            lines += [f"  {n}" for n in dict.fromkeys(self.notes)]
+            lines += [f"  {n}" for n in self.notes]
         return "\n".join(lines)
 
 

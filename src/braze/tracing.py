@@ -133,7 +133,8 @@ class GraphContext:
         return Tracer(self, self.intern(Node.make("input", (), aval, index=index)))
 
     def emit(self, op: str, inputs, aval, **params):
-        """Record a node whose avals the caller knows (kernel pairs); tracers for its results."""
+        """Record a node with known avals; a tracer for its result (a tuple of them
+        for several results, read through ``pick`` nodes)."""
         node = self.intern(Node.make(op, tuple(inputs), aval, **params))
         if isinstance(aval, tuple):
             return tuple(Tracer(self, self.intern(Node.make("pick", (node,), a, index=i))) for i, a in enumerate(aval))
@@ -187,10 +188,7 @@ class GraphContext:
             params, aval = TRACE_RULES[op](self, inputs, params)
         else:
             aval = ABSTRACT[op](*(n.aval for n in inputs), **params)
-        node = self.intern(Node.make(op, inputs, aval, **params))
-        if isinstance(aval, tuple):
-            return tuple(Tracer(self, self.intern(Node.make("pick", (node,), a, index=i))) for i, a in enumerate(aval))
-        return Tracer(self, node)
+        return self.emit(op, inputs, aval, **params)
 
 
 def _flatten_list(value):

@@ -48,10 +48,6 @@ def _unary(name, fn):
     VJP[name] = lambda ct, x, *, out, **params: (fn(ct, x, out),)
 
 
-def _zeros_of(x):
-    return bnp.zeros_like(x)
-
-
 # ---------------------------------------------------------------- elementwise
 
 _LN2 = math.log(2.0)
@@ -197,10 +193,10 @@ def _where(ct, c, a, b, *, out):
 
 @rule("clip")
 def _clip(ct, x, lo, hi, *, out):
-    inside = (x >= lo) & (x <= hi)
-    below = (x < lo) & ~inside
-    above = (x > hi) & ~inside & ~below
-    return bnp.where(inside, ct, 0), bnp.where(below, ct, 0), bnp.where(above, ct, 0)
+    # np.clip is minimum(maximum(x, lo), hi); ties go to x.
+    from_x = x >= lo
+    kept = bnp.where(from_x, x, lo) <= hi
+    return (bnp.where(kept & from_x, ct, 0), bnp.where(kept & ~from_x, ct, 0), bnp.where(kept, 0, ct))
 
 
 # ---------------------------------------------------------------- reductions
@@ -388,7 +384,7 @@ def _einsum(ct, *xs, out, subscripts, wants):
 # ---------------------------------------------------------------- composites
 
 
-def composite_gradient(tape, parent, args, values, ids, params):
+def composite_gradient(parent, args, values, ids, params):
     """The forward value and the backward rule of a composite call on a tape.
 
     Returns ``(out, rule, note)``; ``rule`` is None when the call was

@@ -3,12 +3,14 @@
 Lowering: inline composite bodies, fuse the graph into a ``Program``
 (``braze.fusion``), generate one numba kernel per ``Loop``
 (``cpu_codegen``), load it through the disk cache (``cpu_cache``), and
-build a runner that allocates outputs with NumPy (large NumPy allocations
-get huge pages; numba's do not), makes views with strides, calls BLAS for
-``matmul``/``einsum`` and NumPy for the other externs.
+build a runner that takes outputs from ``cpu_memory`` (pooled
+intermediates, recycled large outputs), makes views with strides, calls BLAS
+for ``matmul``/``einsum`` and NumPy for the other externs.
 
 Threading: numba's OpenMP layer with ``OMP_WAIT_POLICY=PASSIVE`` unless the
-user set it. The default OpenMP pool spin-waits after each kernel and
+user set it (set when ``braze`` is imported, so it holds even when the first
+parallel kernel of the process is not braze's: a parallel numba kernel run
+before that, with the default policy, made the MLP gradient 1.9x slower). The default OpenMP pool spin-waits after each kernel and
 fights the BLAS threads for the cores (an MLP of BLAS matmuls plus numba
 kernels ran 2.6x slower that way); numba's ``workqueue`` layer does not spin
 but aborts when two threads launch kernels at once. Thread count follows
@@ -17,9 +19,6 @@ numba (``NUMBA_NUM_THREADS``, ``numba.set_num_threads``).
 from __future__ import annotations
 
 import os
-
-if not os.environ.get("BRAZE_KEEP_OMP_DEFAULT"):  # (bench/threading_policy.py compares)
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before numba starts its OpenMP pool
 
 import numpy as np  # noqa: E402
 
@@ -33,7 +32,7 @@ import threading  # noqa: E402
 import time  # noqa: E402
 
 from . import cpu_cache, cpu_memory  # noqa: E402
-from .cpu_memory import fits, overlapping  # noqa: E402
+from .cpu_memory import fits, outputs, overlapping  # noqa: E402
 from .base import Executable, SlotLayout, Target  # noqa: E402
 from .cpu_codegen import PARALLEL_MIN, generate  # noqa: E402
 
@@ -65,7 +64,7 @@ class _Call:
 def _buffer(spec, shape, dtype, call: _Call):
     """The array a kernel output is written into (see cpu_memory)."""
     if spec is None:
-        return np.empty(shape, dtype)
+        return outputs.empty(shape, dtype)
     kind = spec[0]
     if kind == "pool":
         buf = call.pool[spec[1]]
@@ -81,7 +80,7 @@ def _buffer(spec, shape, dtype, call: _Call):
         a = call.outs[spec[1]]
         if a is not None and call.safe and fits(a, shape, dtype):
             return a
-    return np.empty(shape, dtype)
+    return outputs.empty(shape, dtype)
 
 
 def _loop_runner(loop: Loop, slot_of: dict, kernel, ks, buffers: dict, tier_up: bool = False):
@@ -102,7 +101,7 @@ def _loop_runner(loop: Loop, slot_of: dict, kernel, ks, buffers: dict, tier_up: 
         args = [g(slots) for g in getters]
         flats = []
         for slot, shape, dtype, spec in out_specs:
-            out = np.empty(shape, dtype) if spec is None else _buffer(spec, shape, dtype, call)
+            out = _buffer(spec, shape, dtype, call)
             slots[slot] = out
             flats.append(out.reshape(-1))
         extra = (np.zeros(1, np.int8),) if trig else ()

@@ -18,6 +18,7 @@ in-place choices off for that call).
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -138,3 +139,90 @@ def overlapping(arrays) -> bool:
             if np.may_share_memory(arrs[i], arrs[j]):
                 return True
     return False
+
+
+class Recycler:
+    """Large program outputs, recycled once the caller has dropped them.
+
+    A fresh multi-megabyte array costs a page fault per 4 KiB page (or per
+    2 MiB huge page) when a kernel first writes it: for a 32 MB output that is
+    several times the kernel itself (measured: a parallel float32 copy of 8M
+    elements, 1.8 ms into a warm buffer, 8.5 ms into a fresh ``np.empty``).
+    Outputs of at least ``MIN_BYTES`` are therefore views of byte buffers this
+    cache keeps. A buffer is handed out again only when nothing but the cache
+    refers to it, which CPython's reference count says exactly: every view,
+    slice, ``memoryview`` or exported buffer of an output keeps its base
+    alive. After each allocation the cache keeps at most ``limit`` bytes of
+    buffers nobody uses (``BRAZE_OUTPUT_CACHE_MB``, default 512; 0 turns it
+    off), oldest dropped first, and forgets the buffers callers still hold beyond
+    ``MAX_TRACKED`` entries (they are then freed normally).
+    """
+
+    MIN_BYTES = 1 << 20
+    MAX_TRACKED = 64
+
+    def __init__(self, limit: int):
+        import threading
+
+        self.limit = limit
+        self._bufs: list[np.ndarray] = []  # byte buffers, oldest first
+        self._lock = threading.Lock()
+
+    def empty(self, shape, dtype) -> np.ndarray:
+        dtype = np.dtype(dtype)
+        n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if n < self.MIN_BYTES or self.limit <= 0:
+            return np.empty(shape, dtype)
+        with self._lock:
+            bufs = self._bufs
+            for i in range(len(bufs)):
+                if bufs[i].nbytes == n and _unused(bufs, i):
+                    b = bufs.pop(i)
+                    break
+            else:
+                b = np.empty(n, np.uint8)
+            out = b.view(dtype).reshape(shape)
+            bufs.append(b)  # most recently used last
+            del b
+            self._trim()
+            return out
+
+    def _trim(self) -> None:
+        bufs = self._bufs
+        while len(bufs) > self.MAX_TRACKED:
+            del bufs[0]
+        free = sum(bufs[i].nbytes for i in range(len(bufs)) if _unused(bufs, i))
+        i = 0
+        while free > self.limit and i < len(bufs):
+            if _unused(bufs, i):
+                free -= bufs[i].nbytes
+                del bufs[i]
+            else:
+                i += 1
+
+    def held_bytes(self) -> int:
+        """Bytes of buffers the cache keeps that no caller refers to."""
+        with self._lock:
+            return sum(self._bufs[i].nbytes for i in range(len(self._bufs)) if _unused(self._bufs, i))
+
+    def clear(self) -> None:
+        with self._lock:
+            self._bufs.clear()
+
+
+def _unused(bufs: list, i: int) -> bool:
+    # The only references: the cache's list and getrefcount's own argument.
+    return sys.getrefcount(bufs[i]) <= 2
+
+
+def _limit_from_env() -> int:
+    import os
+
+    raw = os.environ.get("BRAZE_OUTPUT_CACHE_MB", "512")
+    try:
+        return int(float(raw) * (1 << 20))
+    except ValueError:
+        return 512 << 20
+
+
+outputs = Recycler(_limit_from_env())

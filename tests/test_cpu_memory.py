@@ -93,3 +93,48 @@ def test_same_array_passed_twice_disables_in_place_tricks():
     expected = f(y, y)
     braze.compile(f, target="cpu", donate_argnums=1)(x, x)
     assert_same(x, expected)
+
+
+def test_large_outputs_are_recycled_only_after_the_caller_drops_them():
+
+    x = np.random.default_rng(7).standard_normal((512, 1024)).astype(np.float32)  # 2 MiB output
+    f = braze.compile(lambda x: np.exp(x) * 2.0, target="cpu")
+    expected = np.exp(x) * 2.0
+    first = f(x)
+    view = first[5:]                      # a view keeps the buffer alive
+    address = first.__array_interface__["data"][0]
+    del first
+    second = f(x + 1.0)
+    assert not np.shares_memory(second, view)
+    assert_same(view, expected[5:])       # untouched by the second call
+    del view, second
+    third = f(x)
+    assert_same(third, expected)
+    addresses = {address}
+    del third
+    for _ in range(3):                     # steady state: the same buffers come back
+        y = f(x)
+        addresses.add(y.__array_interface__["data"][0])
+        assert_same(y, expected)
+        del y
+    assert len(addresses) <= 3
+
+
+def test_the_output_recycler_respects_its_limit_and_exports():
+    from braze.targets.cpu_memory import Recycler
+
+    r = Recycler(3 << 20)
+    a = r.empty((1 << 18,), np.float32)   # 1 MiB
+    exported = memoryview(a)
+    del a
+    b = r.empty((1 << 18,), np.float32)
+    assert not np.shares_memory(b, np.frombuffer(exported, np.float32))  # an export keeps it
+    small = r.empty((10,), np.float32)    # below MIN_BYTES: plain NumPy, never tracked
+    assert small.base is None
+    del b, exported
+    held = [r.empty((1 << 18,), np.float64) for _ in range(4)]  # 2 MiB each
+    del held
+    r.empty((1 << 18,), np.float32)       # a new allocation trims to the limit
+    assert r.held_bytes() <= 3 << 20
+    off = Recycler(0)
+    assert off.empty((1 << 20,), np.float32).base is None

@@ -9,6 +9,14 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+import os as _os
+
+# Before anything starts numba's OpenMP pool (a parallel kernel of braze's, or
+# of the caller's once braze is imported): idle OpenMP threads sleep instead of
+# spinning, so they leave the cores to BLAS. See targets/cpu.py.
+if not _os.environ.get("BRAZE_KEEP_OMP_DEFAULT"):
+    _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 from . import ops as _ops  # noqa: F401  (declares every primitive)
 from . import numpy  # noqa: F401
 from .autodiff import GradientError, GradientTape, grad, stop_gradient, value_and_grad, vjp

@@ -442,9 +442,10 @@ def clear_cache() -> None:
     """Forget every trace and kernel, in memory and in the on-disk kernel cache."""
     for f in list(_COMPILED):
         f.clear_cache()
-    from braze.targets import cpu_cache
+    from braze.targets import cpu_cache, cpu_memory
 
     cpu_cache.clear()
+    cpu_memory.outputs.clear()
 
 
 def _same(a, b) -> bool:

@@ -41,6 +41,8 @@ def test_workload(benchmark, triad_gbps, key, shape, dtype, impl):
     W.check_close(got, want, dtype)
     benchmark.group = f"{w.name} {'x'.join(map(str, shape))} {dtype}"
     benchmark(fn, *args)
+    if benchmark.stats is None:  # --benchmark-disable: a correctness run
+        return
     gbps = w.nbytes(args, want) / benchmark.stats.stats.median / 1e9
     benchmark.extra_info.update({"GB/s": round(gbps, 2), "% triad": round(100 * gbps / triad_gbps, 1),
                                  "triad GB/s": round(triad_gbps, 2)})

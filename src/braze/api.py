@@ -478,24 +478,24 @@ def _static_value(name: str, value) -> _Static:
 
 def _leaf_paths(name: str, value) -> list[str]:
     paths: list[str] = []
-
-    def walk(node, path):
-        if node is None:
-            return
-        if isinstance(node, tuple) and hasattr(node, "_fields"):
-            for f, c in zip(node._fields, node):
-                walk(c, f"{path}.{f}")
-        elif isinstance(node, (tuple, list)):
-            for i, c in enumerate(node):
-                walk(c, f"{path}[{i}]")
-        elif isinstance(node, dict):
-            for k in pytree._sorted_keys(node):
-                walk(node[k], f"{path}[{k!r}]")
-        else:
-            paths.append(path)
-
-    walk(value, name)
+    _walk_paths(value, name, paths)
     return paths
+
+
+def _walk_paths(node, path: str, paths: list) -> None:  # not a closure: no reference cycle per call
+    if node is None:
+        return
+    if isinstance(node, tuple) and hasattr(node, "_fields"):
+        for f, c in zip(node._fields, node):
+            _walk_paths(c, f"{path}.{f}", paths)
+    elif isinstance(node, (tuple, list)):
+        for i, c in enumerate(node):
+            _walk_paths(c, f"{path}[{i}]", paths)
+    elif isinstance(node, dict):
+        for k in pytree._sorted_keys(node):
+            _walk_paths(node[k], f"{path}[{k!r}]", paths)
+    else:
+        paths.append(path)
 
 
 def _finish(value):

@@ -16,8 +16,8 @@ import time
 from . import workloads as W
 
 # Arithmetic per element (flops, with exp/tanh counted as 10), for the roofline.
-FLOPS_PER_ELEMENT = {"A": 14, "B": 15, "C": 9, "D": 20, "F": 13}
-TINY = {"A": [(4096,)], "B": [(64, 128)], "C": [(64, 128)], "D": [(4096,)], "F": [(64, 128)]}
+FLOPS_PER_ELEMENT = {"A": 14, "B": 15, "C": 9, "D": 20, "F": 13, "G": 17}
+TINY = {"A": [(4096,)], "B": [(64, 128)], "C": [(64, 128)], "D": [(4096,)], "F": [(64, 128)], "G": [(64, 128)]}
 
 
 def _progress(i: int, n: int, label: str) -> None:

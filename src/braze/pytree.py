@@ -20,46 +20,47 @@ def _sorted_keys(d: dict) -> list:
 def flatten(tree: Any) -> tuple[list, tuple]:
     """(leaves, treedef) of ``tree``."""
     leaves: list = []
+    return leaves, _walk(tree, leaves)
 
-    def walk(node):
-        if node is None:
-            return ("None",)
-        if isinstance(node, tuple) and hasattr(node, "_fields"):
-            return ("namedtuple", type(node), tuple(walk(c) for c in node))
-        if isinstance(node, tuple):
-            return ("tuple", len(node), tuple(walk(c) for c in node))
-        if isinstance(node, list):
-            return ("list", len(node), tuple(walk(c) for c in node))
-        if isinstance(node, dict):
-            keys = _sorted_keys(node)
-            return ("dict", tuple(keys), tuple(walk(node[k]) for k in keys))
-        leaves.append(node)
-        return LEAF
 
-    treedef = walk(tree)
-    return leaves, treedef
+# Module-level recursion, not closures: a recursive closure is a reference cycle
+# (function -> cell -> function) that keeps the leaves it saw, input and
+# output arrays included, alive until the cyclic garbage collector runs.
+def _walk(node, leaves: list):
+    if node is None:
+        return ("None",)
+    if isinstance(node, tuple) and hasattr(node, "_fields"):
+        return ("namedtuple", type(node), tuple(_walk(c, leaves) for c in node))
+    if isinstance(node, tuple):
+        return ("tuple", len(node), tuple(_walk(c, leaves) for c in node))
+    if isinstance(node, list):
+        return ("list", len(node), tuple(_walk(c, leaves) for c in node))
+    if isinstance(node, dict):
+        keys = _sorted_keys(node)
+        return ("dict", tuple(keys), tuple(_walk(node[k], leaves) for k in keys))
+    leaves.append(node)
+    return LEAF
 
 
 def unflatten(treedef: tuple, leaves) -> Any:
     """The tree of ``treedef`` with ``leaves`` in flattening order."""
-    it = iter(leaves)
+    return _build(treedef, iter(leaves))
 
-    def build(td):
-        kind = td[0]
-        if kind == "*":
-            return next(it)
-        if kind == "None":
-            return None
-        children = [build(c) for c in td[2]]
-        if kind == "namedtuple":
-            return td[1](*children)
-        if kind == "tuple":
-            return tuple(children)
-        if kind == "list":
-            return children
-        return dict(zip(td[1], children))
 
-    return build(treedef)
+def _build(td: tuple, it):
+    kind = td[0]
+    if kind == "*":
+        return next(it)
+    if kind == "None":
+        return None
+    children = [_build(c, it) for c in td[2]]
+    if kind == "namedtuple":
+        return td[1](*children)
+    if kind == "tuple":
+        return tuple(children)
+    if kind == "list":
+        return children
+    return dict(zip(td[1], children))
 
 
 def map_leaves(fn, tree: Any) -> Any:

@@ -13,12 +13,15 @@ as a STREAM-style triad that gives the machine's bandwidth ceiling.
 from __future__ import annotations
 
 import importlib
+import re
 import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
+
+from braze.autodiff import value_and_grad
 
 
 # ---------------------------------------------------------------- NumPy sources
@@ -47,9 +50,31 @@ def logsumexp(x):
     return (m + np.log(np.exp(x - m).sum(axis=-1, keepdims=True)))[..., 0]
 
 
+def xent_loss(x, labels):
+    """Mean softmax cross-entropy with integer labels (what ``G`` differentiates)."""
+    from braze.kernels import nn
+
+    return nn.softmax_cross_entropy(x, labels)
+
+
+def xent_value_and_grad(x, labels):
+    """Hand-derived NumPy forward+backward of ``xent_loss``: (loss, dloss/dx)."""
+    n = x.shape[0]
+    rows = np.arange(n)
+    m = x.max(axis=-1, keepdims=True)
+    e = np.exp(x - m)
+    s = e.sum(axis=-1, keepdims=True)
+    loss = (np.log(s[:, 0]) + m[:, 0] - x[rows, labels]).mean()
+    e /= s
+    e[rows, labels] -= 1
+    e *= x.dtype.type(1.0 / n)
+    return loss, e
+
+
 # ---------------------------------------------------------------- peers' versions
 
 def _jax_versions():
+    import jax
     import jax.numpy as jnp
 
     return {
@@ -58,6 +83,8 @@ def _jax_versions():
         "C": lambda x, g, b: (x - x.mean(-1, keepdims=True)) / jnp.sqrt(((x - x.mean(-1, keepdims=True)) ** 2).mean(-1, keepdims=True) + 1e-5) * g + b,
         "D": lambda x: 0.5 * x * (1.0 + jnp.tanh(0.7978845608028654 * (x + 0.044715 * x ** 3))),
         "F": lambda x: (x.max(-1, keepdims=True) + jnp.log(jnp.exp(x - x.max(-1, keepdims=True)).sum(-1, keepdims=True)))[..., 0],
+        "G": jax.value_and_grad(
+            lambda x, labels: -jnp.take_along_axis(jax.nn.log_softmax(x), labels[:, None], axis=1).mean()),
     }
 
 
@@ -76,9 +103,14 @@ def _torch_versions():
         m = x.amax(-1, keepdim=True)
         return (m + torch.log(torch.exp(x - m).sum(-1, keepdim=True)))[..., 0]
 
+    def xent(x, labels):
+        x = x.requires_grad_(True)
+        loss = torch.nn.functional.cross_entropy(x, labels)
+        return loss, torch.autograd.grad(loss, x)[0]
+
     return {
         "A": lambda a, b, c, d: a * b + c * torch.exp(-d),
-        "B": sm, "C": ln,
+        "B": sm, "C": ln, "G": xent,
         "D": lambda x: 0.5 * x * (1.0 + torch.tanh(0.7978845608028654 * (x + 0.044715 * x ** 3))),
         "F": lse,
     }
@@ -95,6 +127,7 @@ class Workload:
     nbytes: Callable                # (args, out) -> bytes moved
     numexpr: str | None = None
     notes: str = ""
+    braze_fn: Callable | None = None  # what braze compiles, when not ``fn`` (a gradient of it)
 
 
 def _elementwise_inputs(n):
@@ -110,7 +143,19 @@ def _ln_inputs(shape, dtype, rng):
 
 
 def _io_bytes(args, out):
-    return sum(a.nbytes for a in args) + np.asarray(out).nbytes
+    return sum(a.nbytes for a in args) + sum(np.asarray(o).nbytes for o in _leaves(out))
+
+
+def _leaves(out):
+    return out if isinstance(out, tuple) else (out,)
+
+
+def _to_numpy(out, convert):
+    return tuple(convert(o) for o in out) if isinstance(out, tuple) else convert(out)
+
+
+def _xent_inputs(shape, dtype, rng):
+    return rng.standard_normal(shape).astype(dtype), rng.integers(0, shape[-1], shape[0])
 
 
 WORKLOADS = {
@@ -123,6 +168,9 @@ WORKLOADS = {
                   "0.5*x*(1.0+tanh(0.7978845608028654*(x+0.044715*x**3)))"),
     "F": Workload("F", "logsumexp (last axis)", logsumexp, _elementwise_inputs(1), [(4096, 4096)],
                   [(4096, 4096)], _io_bytes),
+    "G": Workload("G", "xent fwd+bwd", xent_value_and_grad, _xent_inputs, [(4096, 1024)], [(8192, 1024)],
+                  _io_bytes, notes="softmax cross-entropy, integer labels: loss and its gradient",
+                  braze_fn=value_and_grad(xent_loss)),
 }
 
 
@@ -144,7 +192,7 @@ def implementations(w: Workload, target: str, peers=("numexpr", "numba", "jax", 
     """name -> (callable taking NumPy arrays and returning NumPy-comparable output, or None, why)."""
     import braze
 
-    impls = {"numpy": (w.fn, None), f"braze[{target}]": (braze.compile(w.fn, target=target), None)}
+    impls = {"numpy": (w.fn, None), f"braze[{target}]": (braze.compile(w.braze_fn or w.fn, target=target), None)}
     status = available_peers()
     for peer in peers:
         if status.get(peer):
@@ -184,12 +232,12 @@ def _peer(peer: str, w: Workload):
 
         jax.config.update("jax_enable_x64", True)
         f = jax.jit(_jax_versions()[w.key])
-        return lambda *args: np.asarray(f(*args).block_until_ready())
+        return lambda *args: _to_numpy(jax.block_until_ready(f(*args)), np.asarray)
     if peer == "torch":
         import torch
 
         f = torch.compile(_torch_versions()[w.key])
-        return lambda *args: f(*[torch.from_numpy(a) for a in args]).numpy()
+        return lambda *args: _to_numpy(f(*[torch.from_numpy(a) for a in args]), lambda t: t.detach().numpy())
     raise ValueError(peer)
 
 
@@ -243,7 +291,20 @@ class Result:
 
 def check_close(got, want, dtype) -> None:
     rtol = 1e-4 if np.dtype(dtype) == np.float32 else 1e-9
-    np.testing.assert_allclose(np.asarray(got), want, rtol=rtol, atol=rtol)
+    got, want = _leaves(got), _leaves(want)
+    assert len(got) == len(want), f"{len(got)} results, expected {len(want)}"
+    for g, v in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), v, rtol=rtol, atol=rtol)
+
+
+def _why(exc: Exception) -> str:
+    """One line saying why a peer could not run a workload."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
+    if type(exc).__name__ == "TypingError":  # numba: name the call it has no implementation for
+        calls = re.findall(r">>> (\S+?)\(", text)
+        if calls:
+            return f"numba cannot compile this NumPy source (no {calls[0]} with these arguments)"
+    return f"{type(exc).__name__}: {(text.strip().splitlines() or [''])[0][:80]}"
 
 
 def measure(w: Workload, shape, dtype, target="cpu", peers=("numexpr", "numba", "jax", "torch"),
@@ -277,7 +338,7 @@ def measure(w: Workload, shape, dtype, target="cpu", peers=("numexpr", "numba", 
                 cpu_cache.wait_background()  # time the tiered-up (parallel) kernel
             r.median_s, _ = time_call(fn, args, min_time)
         except Exception as exc:  # a peer that cannot compile this source, or disagrees
-            r.skipped = f"{type(exc).__name__}: {str(exc).splitlines()[0][:80]}"
+            r.skipped = _why(exc)
             results.append(r)
             continue
         r.gbps = nbytes / r.median_s / 1e9

@@ -10,6 +10,7 @@ the result; a hit runs the stored executable.
 """
 from __future__ import annotations
 
+import collections
 import functools
 import inspect
 import logging
@@ -63,7 +64,12 @@ class CacheInfo:
     hits: int = 0
     misses: int = 0
     size: int = 0
-    reasons: list[str] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)  # the latest ``MAX_REASONS``
+    evictions: int = 0
+
+
+MAX_REASONS = 100
+DEFAULT_CACHE_SIZE = 256  # traces kept per compiled function (compile(cache_size=...))
 
 
 @dataclass
@@ -115,7 +121,8 @@ class Lowered:
 class Compiled:
     """A function compiled for a target. Call it like the original."""
 
-    def __init__(self, fn, target, static_argnums=(), static_argnames=(), donate_argnums=()):
+    def __init__(self, fn, target, static_argnums=(), static_argnames=(), donate_argnums=(),
+                 cache_size=DEFAULT_CACHE_SIZE):
         from braze.targets import resolve
 
         if not callable(fn):
@@ -134,7 +141,10 @@ class Compiled:
         if isinstance(fn, Composite):  # a composite's attributes are static by definition
             self._static_argnames += tuple(n for n in fn.attr_names if n not in self._static_argnames)
         self._donate_argnums = _as_tuple(donate_argnums)
-        self._cache: dict[tuple, _Entry] = {}
+        if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 1:
+            raise BrazeError(f"braze.compile: cache_size must be a positive integer, got {cache_size!r}{where()}")
+        self.cache_size = cache_size
+        self._cache: collections.OrderedDict[tuple, _Entry] = collections.OrderedDict()  # least recent first
         self._vjp_cache: dict[tuple, Any] = {}
         self._fast: dict[tuple, tuple] = {}
         self._lock = threading.Lock()
@@ -153,11 +163,15 @@ class Compiled:
             if (fast is not None and fast[1] == len(args) and type(current_context()) is EagerContext
                     and fast[2].registry_version == registry.VERSION[0] and not registry.disabled_state()):
                 self._info.hits += 1
+                try:
+                    self._cache.move_to_end(fast[2].key)
+                except KeyError:  # evicted by another thread just now
+                    pass
                 return fast[0](list(args))
         if not isinstance(current_context(), EagerContext):
             return self.fn(*args, **kwargs)  # inside another trace or under a gradient tape: inline
         call = self._split(args, kwargs)
-        entry = self._cache.get(call.key)
+        entry = self._lookup(call.key)
         if entry is None:
             entry = self._compile(call)
         else:
@@ -202,7 +216,7 @@ class Compiled:
 
         def call(*args, **kwargs):
             c = self._split(args, kwargs)
-            entry = self._cache.get(c.key)
+            entry = self._lookup(c.key)
             entry = self._fresh(entry) if entry is not None else self._compile(c)
             if tree != entry.out_tree or not all(isinstance(a, np.ndarray) for a in leaves):
                 raise BrazeError(
@@ -229,7 +243,7 @@ class Compiled:
     def lower(self, *args, **kwargs) -> Lowered:
         """Trace (or reuse) and lower for these arguments; see ``Lowered``."""
         call = self._split(args, kwargs)
-        entry = self._cache.get(call.key)
+        entry = self._lookup(call.key)
         entry = self._fresh(entry) if entry is not None else self._compile(call)
         return Lowered(entry, self.target)
 
@@ -259,7 +273,7 @@ class Compiled:
 
     def cache_info(self) -> CacheInfo:
         info = self._info
-        return CacheInfo(info.hits, info.misses, len(self._cache), list(info.reasons))
+        return CacheInfo(info.hits, info.misses, len(self._cache), list(info.reasons), info.evictions)
 
     def clear_cache(self) -> None:
         with self._lock:
@@ -366,10 +380,35 @@ class Compiled:
                             "%d nodes", self.__name__, self.target.name, reason, (t1 - t0) * 1e3,
                             (t2 - t1) * 1e3, (t3 - t2) * 1e3, len(graph.nodes))
             self._info.reasons.append(reason)
+            del self._info.reasons[:-MAX_REASONS]
             self._info.misses += 1
             self._cache[call.key] = entry
             self._last_call = call
+            while len(self._cache) > self.cache_size:
+                self._evict()
             return entry
+
+    def _lookup(self, key) -> _Entry | None:
+        entry = self._cache.get(key)
+        if entry is not None:
+            try:
+                self._cache.move_to_end(key)
+            except KeyError:  # evicted by another thread just now: still usable for this call
+                pass
+        return entry
+
+    def _evict(self) -> None:
+        """Drop the least recently used trace (called with the lock held)."""
+        key, entry = self._cache.popitem(last=False)
+        self._vjp_cache.pop(key, None)
+        for shapes, fast in list(self._fast.items()):
+            if fast[2] is entry:
+                self._fast.pop(shapes, None)
+        self._info.evictions += 1
+        logger.info("%s: evicted the least recently used trace (%s) to keep %d (compile(cache_size=...)); "
+                    "%d evictions so far: many distinct shapes or static values retrace",
+                    self.__name__, ", ".join(str(a) for a in entry.graph.inputs) or "no array inputs",
+                    self.cache_size, self._info.evictions)
 
     def _select_and_lower(self, entry: _Entry) -> None:
         version = registry.VERSION[0]
@@ -519,13 +558,17 @@ def _as_tuple(x) -> tuple:
     return tuple(x)
 
 
-def compile(fn=None, *, target="auto", static_argnums=(), static_argnames=(), donate_argnums=()):  # noqa: A001
+def compile(fn=None, *, target="auto", static_argnums=(), static_argnames=(), donate_argnums=(),  # noqa: A001
+            cache_size=DEFAULT_CACHE_SIZE):
     """Compile a NumPy function for ``target`` ("auto", "cpu", "cuda", "generic").
 
     Works as ``braze.compile(fn, ...)`` and as a decorator, with or without
     arguments. ``donate_argnums`` names arguments whose arrays the caller
     gives up: braze may write results into them (as in JAX), and their
-    contents are unspecified after the call.
+    contents are unspecified after the call. ``cache_size`` bounds the traces
+    kept (one per distinct shapes, dtypes and static values); the least
+    recently used is dropped beyond it, and each eviction is logged
+    (``BRAZE_LOG=compile``) and counted in ``cache_info()``.
 
     >>> import numpy as np, braze
     >>> @braze.compile(target="generic")
@@ -535,8 +578,8 @@ def compile(fn=None, *, target="auto", static_argnums=(), static_argnames=(), do
     dtype('float32')
     """
     if fn is None:
-        return lambda f: Compiled(f, target, static_argnums, static_argnames, donate_argnums)
-    return Compiled(fn, target, static_argnums, static_argnames, donate_argnums)
+        return lambda f: Compiled(f, target, static_argnums, static_argnames, donate_argnums, cache_size)
+    return Compiled(fn, target, static_argnums, static_argnames, donate_argnums, cache_size)
 
 
 def trace(fn, *args, static_argnums=(), static_argnames=(), **kwargs) -> Graph:

@@ -290,6 +290,10 @@ def _pair(compiled, args, kwargs) -> tuple:
         pair = _Pair(split, fwd, bwd, out_tree, ct_index, grad_leaves, fwd_choices, bwd_choices,
                      registry.VERSION[0])
         compiled._vjp_cache[call.key] = pair
+        while len(compiled._vjp_cache) > compiled.cache_size:  # the oldest pair goes (insertion order)
+            del compiled._vjp_cache[next(iter(compiled._vjp_cache))]
+            logger.info("%s.vjp: evicted the oldest forward/backward pair to keep %d (compile(cache_size=...))",
+                        compiled.__name__, compiled.cache_size)
         logger.info("%s.vjp: forward and backward programs for %s; residuals %s", compiled.__name__,
                     compiled.target.name, ", ".join(str(r) for r in split.residuals) or "none")
     return call, pair

@@ -64,6 +64,13 @@ class Target:
 
     name = "?"
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        from braze.registry import KNOWN_TARGETS
+
+        if cls.name != "?" and cls.name not in KNOWN_TARGETS:  # kernels may be registered for it
+            KNOWN_TARGETS.append(cls.name)
+
     def is_available(self) -> bool:
         return True
 

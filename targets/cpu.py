@@ -153,9 +153,20 @@ def _numpy_loop_runner(loop: Loop, slot_of: dict):
     return run
 
 
-def _needs_numpy(loop: Loop) -> bool:
+# Generated kernels nest one Python loop per dimension, and Python allows 20
+# nested blocks: loops of higher rank (many size-1 dimensions, in practice)
+# are evaluated with NumPy instead.
+MAX_KERNEL_RANK = 16
+
+
+def _needs_numpy(loop: Loop) -> str | None:
+    """Why this loop is evaluated with NumPy rather than a generated kernel, or None."""
     nodes = list(loop.members) + list(loop.leaves)
-    return any(np.dtype(n.aval.dtype) == np.float16 for n in nodes)
+    if any(np.dtype(n.aval.dtype) == np.float16 for n in nodes):
+        return "float16, evaluated with NumPy (numba has no float16 arrays)"
+    if max([len(loop.domain)] + [n.aval.ndim for n in nodes]) > MAX_KERNEL_RANK:
+        return f"rank above {MAX_KERNEL_RANK}, evaluated with NumPy (kernels nest a loop per dimension)"
+    return None
 
 
 def _op_runner(node, slot_of, inplace: bool):
@@ -238,7 +249,7 @@ def lower_program(program: Program, donated=frozenset(), mutable=frozenset()) ->
     for index, step in enumerate(program.steps):
         if isinstance(step, Loop) and _needs_numpy(step):
             runners.append(_numpy_loop_runner(step, slot_of))
-            sources.append(f"# {step.name}: float16, evaluated with NumPy (numba has no float16 arrays)")
+            sources.append(f"# {step.name}: {_needs_numpy(step)}")
         elif isinstance(step, Loop):
             ks = generate(step)
             work = int(np.prod(step.domain, dtype=np.int64))

@@ -59,6 +59,21 @@ def _cpu_id() -> str:
 _CPU = _cpu_id()
 
 
+def _runtime_id() -> str:
+    """A hash of the modules generated kernels call into (inlined into their
+    machine code): numba's cache only watches the kernel's own file, so a
+    changed helper must change the key."""
+    h = hashlib.sha256()
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name in ("cpu_runtime.py", "cpu_math.py"):
+        with open(os.path.join(here, name), "rb") as f:
+            h.update(f.read())
+    return h.hexdigest()[:16]
+
+
+_RUNTIME = _runtime_id()
+
+
 def cache_dir() -> str:
     """Where generated modules live: BRAZE_CACHE_DIR or the user cache directory."""
     explicit = os.environ.get("BRAZE_CACHE_DIR")
@@ -74,7 +89,7 @@ def cache_dir() -> str:
 
 
 def key_of(source: str) -> str:
-    text = "\n".join([source, braze.__version__, numba.__version__, _CPU])
+    text = "\n".join([source, braze.__version__, numba.__version__, _CPU, _RUNTIME])
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 

@@ -61,38 +61,50 @@ def signbit(a):
 @_jit
 def floor_divide_i(a, b):
     if b == 0:
-        return a * 0
+        return a - a  # zero of a's own type (a * 0 would be float64 for uint64)
+    if b == -1:  # MIN // -1 overflows (undefined in LLVM); NumPy wraps to MIN
+        return -a
     return a // b
 
 
-floor_divide_u = floor_divide_i
+@_jit
+def floor_divide_u(a, b):
+    if b == 0:
+        return a - a  # zero of a's own type (a * 0 would be float64 for uint64)
+    return a // b
 
 
 @_jit
 def floor_divide_b(a, b):
-    return a // b if b else a * 0
+    return a // b if b else a - a
 
 
 @_jit
 def remainder_i(a, b):
-    if b == 0:
-        return a * 0
+    if b == 0 or b == -1:  # MIN % -1 overflows in the division; the remainder is 0
+        return a - a  # zero of a's own type (a * 0 would be float64 for uint64)
     return a % b
 
 
-remainder_u = remainder_i
+@_jit
+def remainder_u(a, b):
+    if b == 0:
+        return a - a  # zero of a's own type (a * 0 would be float64 for uint64)
+    return a % b
+
+
 remainder_b = floor_divide_b
 
 
 @_jit
 def fmod_i(a, b):
     if b == 0:
-        return a * 0
+        return a - a  # zero of a's own type (a * 0 would be float64 for uint64)
     r = abs(a) % abs(b)
     return -r if a < 0 else r
 
 
-fmod_u = remainder_i
+fmod_u = remainder_u
 
 
 @_jit

@@ -206,3 +206,23 @@ def test_gelu_mlp_block():
         return h @ w2
 
     check(mlp, x, w1, w2, rtol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.int8, np.uint8, np.uint32, np.uint64])
+@pytest.mark.parametrize("op", ["floor_divide", "remainder", "fmod"])
+def test_integer_division_at_the_extremes_matches_numpy(dtype, op):
+    """MIN // -1 wraps to MIN and MIN % -1 is 0 (the division overflows in
+    hardware); uint64 values above 2**63 keep every bit (a zero written as
+    ``a * 0`` once made the helper return float64 and lose them)."""
+    info = np.iinfo(dtype)
+    if info.min < 0:
+        x = np.array([info.min, info.max, -7, 7, 0, 1, info.min], dtype)
+        y = np.array([-1, -1, 2, -3, 5, 0, 1], dtype)
+    else:
+        x = np.array([info.max, info.max, 7, 7, 0, 1, 9], dtype)
+        y = np.array([1, info.max, 2, 3, 5, 0, 4], dtype)
+    fn = getattr(np, op)
+    with np.errstate(all="ignore"):
+        want = fn(x, y)
+    got = braze.compile(lambda a, b: fn(a, b), target="cpu")(x, y)
+    assert got.dtype == want.dtype and np.array_equal(got, want), (got, want)

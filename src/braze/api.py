@@ -26,7 +26,7 @@ import numpy as np
 from . import pytree
 from .aval import Aval, aval_of_value
 from .core import EagerContext, current_context
-from .errors import BrazeError, where
+from .errors import BrazeError, ConcretizationError, DTypeError, ShapeError, TraceError, where
 from .graph import Graph
 from . import registry
 from .log import logger
@@ -98,6 +98,7 @@ class _Call:
     statics: list[tuple[str, Any]]
     rebuild: Callable
     donated: tuple = ()
+    odd: tuple = ()  # (name, value) of arguments that are None or strings without being declared static
 
 
 class Lowered:
@@ -141,6 +142,7 @@ class Compiled:
         if isinstance(fn, Composite):  # a composite's attributes are static by definition
             self._static_argnames += tuple(n for n in fn.attr_names if n not in self._static_argnames)
         self._donate_argnums = _as_tuple(donate_argnums)
+        self._check_argument_options()
         if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 1:
             raise BrazeError(f"braze.compile: cache_size must be a positive integer, got {cache_size!r}{where()}")
         self.cache_size = cache_size
@@ -151,6 +153,30 @@ class Compiled:
         self._info = CacheInfo()
         self._last_call: _Call | None = None
         _COMPILED.add(self)
+
+    def _check_argument_options(self) -> None:
+        """static_argnums/static_argnames/donate_argnums must name parameters of fn."""
+        if self._sig is None:
+            return
+        params = list(self._sig.parameters.values())
+        kinds = {p.kind for p in params}
+        positional = [p.name for p in params if p.kind in (inspect.Parameter.POSITIONAL_ONLY,
+                                                           inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+        names = {p.name for p in params if p.kind is not inspect.Parameter.VAR_POSITIONAL}
+        for option, nums in (("static_argnums", self._static_argnums), ("donate_argnums", self._donate_argnums)):
+            for n in nums:
+                if isinstance(n, bool) or not isinstance(n, int) or n < 0 or (
+                        n >= len(positional) and inspect.Parameter.VAR_POSITIONAL not in kinds):
+                    raise BrazeError(
+                        f"braze.compile({getattr(self.fn, '__name__', self.fn)}): {option} has {n!r}, but the "
+                        f"function{self._sig} has {len(positional)} positional parameters{where()}; "
+                        f"use indices 0..{len(positional) - 1}")
+        if inspect.Parameter.VAR_KEYWORD not in kinds:
+            for name in self._static_argnames:
+                if name not in names:
+                    raise BrazeError(
+                        f"braze.compile({getattr(self.fn, '__name__', self.fn)}): static_argnames has {name!r}, "
+                        f"which is not a parameter of {self._sig}{where()}; use one of {', '.join(sorted(names))}")
 
     # ---- calling
     def __call__(self, *args, **kwargs):
@@ -223,6 +249,15 @@ class Compiled:
                     f"{self.__name__}.into: out has structure {pytree.describe(tree)} but the function "
                     f"returns {pytree.describe(entry.out_tree)}{where()}; pass NumPy arrays shaped like the results"
                 )
+            for k, (buf, node) in enumerate(zip(leaves, entry.graph.outputs)):
+                want = node.aval
+                if buf.shape != tuple(want.shape):
+                    raise ShapeError(f"{self.__name__}.into: result {k} has shape {tuple(want.shape)} but out "
+                                     f"leaf {k} has shape {buf.shape}{where()}; pass arrays shaped like the results")
+                if not np.can_cast(want.dtype, buf.dtype, casting="same_kind") or not buf.flags.writeable:
+                    raise DTypeError(f"{self.__name__}.into: result {k} is {want.dtype} but out leaf {k} is "
+                                     f"{'a read-only ' if not buf.flags.writeable else ''}{buf.dtype}{where()}; "
+                                     f"pass writeable arrays of a dtype {want.dtype} casts to (same kind)")
             results = self._run_raw(entry, c.dynamic, leaves + [None] * len(entry.mutated))
             for buf, value in zip(leaves, results[: entry.n_out]):
                 if value is not buf:
@@ -233,6 +268,13 @@ class Compiled:
 
     def _run_raw(self, entry: _Entry, dynamic: list, outs=None):
         """Run ``entry``; write back inputs the function updated in place; return the raw results."""
+        for leaf in entry.mutated:
+            target = dynamic[leaf]
+            if isinstance(target, np.ndarray) and not target.flags.writeable:
+                name = entry.graph.input_names[leaf]
+                raise BrazeError(f"{self.__name__}: the function writes into argument {name} in place, but the "
+                                 f"array passed is read-only{where()}; pass a writeable copy (np.array(...)) or "
+                                 "return a new array instead of updating it")
         results = entry.executable.run(dynamic) if outs is None else entry.executable.run(dynamic, outs)
         for leaf, value in zip(entry.mutated, results[entry.n_out:]):
             target = dynamic[leaf]
@@ -295,7 +337,9 @@ class Compiled:
             try:
                 bound = self._sig.bind(*args, **kwargs)
             except TypeError as exc:
-                raise BrazeError(f"{self.__name__}: {exc}{where()}") from None
+                raise BrazeError(f"{self.__name__}{self._sig}: {exc}{where()}; call it with the arguments "
+                                 f"of that signature ({len(args)} positional given"
+                                 + (f", keywords {', '.join(kwargs)}" if kwargs else "") + ")") from None
             bound.apply_defaults()
             items = list(bound.arguments.items())
             kinds = {p.name: p.kind for p in self._sig.parameters.values()}
@@ -303,12 +347,17 @@ class Compiled:
             items = [(f"arg{i}", a) for i, a in enumerate(args)] + list(kwargs.items())
             kinds = {}
         key_parts, dynamic, avals, names, statics, donated = [], [], [], [], [], []
+        odd = []
         for position, (name, value) in enumerate(items):
             if position in self._static_argnums or name in self._static_argnames:
                 static = _static_value(name, value)
                 key_parts.append(("static", name, static))
                 statics.append((name, value))
                 continue
+            if value is None or isinstance(value, (str, bytes)) or (
+                    isinstance(value, (list, tuple)) and any(
+                        isinstance(v, (int, float, complex, list)) for v in value)):  # data given as a list
+                odd.append((name, value))
             leaves, treedef = pytree.flatten(value)
             paths = _leaf_paths(name, value)
             leaf_kinds = []
@@ -348,7 +397,7 @@ class Compiled:
                     pos.append(value)
             return pos, kw
 
-        return _Call(key, dynamic, avals, names, statics, rebuild, tuple(donated))
+        return _Call(key, dynamic, avals, names, statics, rebuild, tuple(donated), tuple(odd))
 
     # ---- tracing and lowering
     def _compile(self, call: _Call) -> _Entry:
@@ -367,7 +416,22 @@ class Compiled:
 
             reason = self._miss_reason(call)
             t0 = time.perf_counter()
-            graph, mutated = trace_flat(flat_fn, call.avals, call.names, target=self.target.name)
+            try:
+                graph, mutated = trace_flat(flat_fn, call.avals, call.names, target=self.target.name)
+            except (TypeError, ValueError, AttributeError, ConcretizationError) as exc:
+                if not call.odd or (isinstance(exc, BrazeError) and not isinstance(exc, ConcretizationError)):
+                    raise
+                name, value = call.odd[0]
+                shown = repr(value) if len(repr(value)) < 60 else repr(value)[:57] + "..."
+                kind = type(value).__name__
+                advice = (f"a {kind} is a pytree whose elements are traced one by one; pass "
+                          f"np.asarray({name}), a NumPy array" if isinstance(value, (list, tuple)) else
+                          f"pass a NumPy array, or declare {name} static (static_argnames=({name!r},)) "
+                          "if it is a setting")
+                raise TraceError(
+                    f"{self.__name__}: tracing failed ({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); "
+                    f"argument {name} is {shown} ({kind}), not an array{where()}. braze traces array "
+                    f"arguments: {advice}") from exc
             n_out = len(graph.outputs) - len(mutated)
             t1 = time.perf_counter()
             graph, stages = run_passes(graph, keep_stages=True)

@@ -16,6 +16,7 @@ from . import numpy as bnp
 from .core import bind
 from .errors import DTypeError, ShapeError, UnsupportedOpError, where
 from .ops.index import slice_length
+from .ops._util import broadcast_shape
 
 _CONCRETE = (np.ndarray, list, tuple)
 
@@ -207,8 +208,7 @@ def _fit_value(value, region_shape, dtype):
         vshape = vshape[1:]
         value = bnp.reshape(value, vshape)
     try:
-        np.broadcast_shapes(vshape, region_shape)
-        ok = len(vshape) <= len(region_shape) and tuple(np.broadcast_shapes(vshape, region_shape)) == tuple(region_shape)
+        ok = len(vshape) <= len(region_shape) and tuple(broadcast_shape(vshape, region_shape)) == tuple(region_shape)
     except ValueError:
         ok = False
     if not ok:

@@ -21,6 +21,7 @@ from .core import bind
 from .errors import DTypeError, ShapeError, UnsupportedOpError, where as _where
 from .ops._util import normalize_axes, normalize_axis
 from .ops.elementwise import BINARY, UNARY
+from .ops._util import broadcast_shape
 
 _NoValue = np._NoValue  # numpy's own "argument not given" marker
 
@@ -361,7 +362,7 @@ def broadcast_to(array, shape, subok=False):
 
 
 def broadcast_arrays(*args, subok=False):
-    shape = tuple(np.broadcast_shapes(*(_shape(a) for a in args)))
+    shape = tuple(broadcast_shape(*(_shape(a) for a in args)))
     return tuple(broadcast_to(a, shape) for a in args)
 
 

@@ -66,6 +66,10 @@ def _location() -> str:
     return f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else "?"
 
 
+# Targets kernels may be registered for (a custom braze.targets.Target adds its name).
+KNOWN_TARGETS = ["generic", "cpu", "cuda"]
+
+
 def register_kernel(name: str, target: str, fn: Callable | None = None, *, priority: int = 0,
                     when: Callable | None = None, backward: Callable | None = None,
                     abstract: Callable | None = None):
@@ -89,6 +93,10 @@ def register_kernel(name: str, target: str, fn: Callable | None = None, *, prior
     if not isinstance(target, str):
         raise CompositeError(f"register_kernel({name!r}): target must be a target name like 'cpu', got {target!r}{where()}")
     location = _location()
+    if target not in KNOWN_TARGETS:
+        warnings.warn(f"braze: register_kernel({name!r}, {target!r}) at {location}: no target is named "
+                      f"{target!r} (known: {', '.join(KNOWN_TARGETS)}), so this kernel runs only if such a "
+                      "target is defined; check the spelling", UserWarning, stacklevel=2)
 
     def add(fn: Callable) -> Callable:
         if not callable(fn):

@@ -14,6 +14,7 @@ from . import indexing
 from . import numpy as bnp
 from .core import bind
 from .errors import DTypeError, ShapeError, UnsupportedOpError, where
+from .ops._util import broadcast_shape
 
 _UFUNC_REDUCE = {"add": bnp.sum, "multiply": bnp.prod, "maximum": bnp.max, "minimum": bnp.min,
                  "logical_and": bnp.all, "logical_or": bnp.any}
@@ -110,7 +111,8 @@ class ArrayMethods:
             "converted to a NumPy array (np.asarray / np.array, or stored into a NumPy array; "
             "to fill a buffer, allocate it inside the function with np.zeros / np.empty / "
             "np.full / np.zeros_like, which braze traces, not with a function imported as "
-            "`from numpy import zeros`)"
+            "`from numpy import zeros`; a Python list or tuple passed as an argument is a pytree whose "
+            "elements are traced one by one: pass np.asarray(list) instead)"
         )
 
     # ---- concretization
@@ -183,7 +185,7 @@ class ArrayMethods:
         vshape = bnp.shape(value)
         if vshape != tuple(self.shape):
             try:
-                ok = tuple(np.broadcast_shapes(vshape, self.shape)) == tuple(self.shape)
+                ok = tuple(broadcast_shape(vshape, self.shape)) == tuple(self.shape)
             except ValueError:
                 ok = False
             if not ok:

@@ -11,9 +11,22 @@ def describe(avals) -> str:
     return ", ".join(str(a) for a in avals)
 
 
+def broadcast_shape(*shapes) -> tuple[int, ...]:
+    """``np.broadcast_shapes`` for any rank (NumPy's stops at 32 dimensions)."""
+    rank = max((len(s) for s in shapes), default=0)
+    out = [1] * rank
+    for s in shapes:
+        for i, d in enumerate(s, rank - len(s)):
+            if d != 1:
+                if out[i] != 1 and out[i] != d:
+                    raise ValueError(f"shapes {shapes} cannot be broadcast together")
+                out[i] = d
+    return tuple(int(d) for d in out)
+
+
 def broadcast_shapes(op: str, avals) -> tuple[int, ...]:
     try:
-        return tuple(np.broadcast_shapes(*(a.shape for a in avals)))
+        return broadcast_shape(*(a.shape for a in avals))
     except ValueError:
         raise ShapeError(
             f"{op}: operands with shapes {describe(avals)} cannot be broadcast together{where()}; "

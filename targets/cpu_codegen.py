@@ -200,7 +200,15 @@ class _Gen:
             return name
         idx = self._indices(space)
         offset = len(idx) - len(shape)
-        parts = ["0" if d == 1 else idx[offset + i] for i, d in enumerate(shape)]
+        # A size-1 dimension is a broadcast (index 0) unless the loop's own
+        # dimension there is 1 too: then it takes the loop index (0 as well).
+        # Otherwise a loop over size-1 dimensions only makes every value
+        # loop-invariant, and LLVM's loop unswitching on the branches of
+        # inlined exp/tanh/cos then ran for minutes.
+        dom = tuple(int(d) for d in self.loop.domain)
+        aligned = len(idx) == len(dom)
+        parts = ["0" if d == 1 and not (aligned and dom[offset + i] == 1) else idx[offset + i]
+                 for i, d in enumerate(shape)]
         return f"{name}[{', '.join(parts)}]"
 
     # ---- passes

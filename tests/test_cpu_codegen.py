@@ -60,3 +60,27 @@ def test_sin_cos_of_huge_arguments_match_numpy(dtype):
         np.testing.assert_allclose(g, w, rtol=2e-6 if dtype == "float32" else 1e-14, equal_nan=True)
     src = f.lower(x).source
     assert f"vm.sin_{'f32' if dtype == 'float32' else 'f64'}" in src and "def kernel_exact(" in src
+
+
+def test_loops_over_size_one_dimensions_compile_quickly():
+    """Found by the gradient fuzzer: over size-1 dimensions only, every load
+    was a broadcast (index 0), so the whole chain exp -> tanh -> cos was
+    loop-invariant and LLVM's loop unswitching ran for minutes. Run in a
+    subprocess so a regression fails instead of hanging the suite."""
+    import subprocess
+    import sys
+
+    code = (
+        "import numpy as np, braze\n"
+        "def prog(x):\n"
+        "    return np.sin(np.tanh(np.exp(0.5 * x))).sum()\n"
+        "x = np.array([1.2018206972429577])\n"
+        "g = braze.compile(braze.grad(prog), target='cpu')(x)\n"
+        "t = np.tanh(np.exp(0.5 * x))\n"
+        "want = np.cos(t) * (1 - t * t) * np.exp(0.5 * x) * 0.5\n"
+        "assert np.allclose(g, want), (g, want)\n"
+        "y = braze.compile(lambda x: np.cos(np.tanh(np.exp(x))), target='cpu')(np.full((1, 1, 1), 0.3))\n"
+        "assert np.allclose(y, np.cos(np.tanh(np.exp(0.3))))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]

@@ -90,7 +90,9 @@ def plan(program, slot_of: dict, donated: frozenset, mutable: frozenset) -> Plan
         elif step.node.op in ("update_slice", "scatter"):
             target = root_of(reads[k][0])
             owned = target in owner or (target < ninputs and target in mutable)
-            if owned and last_use.get(target) == k and target not in reads[k][1:]:
+            # not into a buffer a result already lives in (y[1:] = a; t = y.copy(); t[1:] = b,
+            # with y returned or y an input updated in place: t's write would show through y)
+            if owned and last_use.get(target) == k and target not in reads[k][1:] and target not in escaping:
                 result.inplace.add(k)
                 root[produced[k][0]] = target  # the result lives where its input did
                 for later in range(k + 1, len(reads)):

@@ -29,20 +29,26 @@ checked, so exact ops (layout, gathers, max/min, integer arithmetic, special
 value propagation) must match exactly.
 
 Profiles: ``BRAZE_FUZZ_EXAMPLES`` unset gives the CI profile (a fixed,
-derandomized set of examples per property); ``BRAZE_FUZZ_EXAMPLES=N`` runs N
-random examples per property. A failure prints the shrunk program as NumPy
-source with its inputs, ready to paste.
+derandomized set: 100 forward and 40 gradient examples, plus one explicit
+example per op family; about 30 s with a cold kernel cache);
+``BRAZE_FUZZ_EXAMPLES=N`` runs N random examples per property. A failure
+prints the shrunk program as NumPy source with its inputs, ready to paste.
+
+Bugs the fuzzer found are kept at the end as minimized regression tests
+(strict xfails while open); the generator steers around the open ones, with a
+comment naming the test.
 """
 from __future__ import annotations
 
 import math
 import os
+import textwrap
 import warnings
 from contextlib import contextmanager
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, event, given, note, settings
+from hypothesis import HealthCheck, event, example, given, note, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -55,7 +61,7 @@ import braze.numpy as bnp
 
 _HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
            HealthCheck.large_base_example]
-settings.register_profile("braze-fuzz-ci", max_examples=25, deadline=None, derandomize=True,
+settings.register_profile("braze-fuzz-ci", max_examples=100, deadline=None, derandomize=True,
                           database=None, suppress_health_check=_HEALTH, print_blob=False)
 _N_LONG = os.environ.get("BRAZE_FUZZ_EXAMPLES")
 if _N_LONG:
@@ -64,6 +70,8 @@ if _N_LONG:
                               suppress_health_check=_HEALTH, print_blob=True)
 # Applied per test (not loaded globally) so other hypothesis tests keep their settings.
 FUZZ = settings.get_profile("braze-fuzz-long" if _N_LONG else "braze-fuzz-ci")
+# Gradient examples cost more (a forward and a backward program each), so CI runs fewer.
+FUZZ_GRAD = FUZZ if _N_LONG else settings(FUZZ, max_examples=40)
 
 TARGETS = ("generic", "cpu")
 
@@ -121,10 +129,20 @@ class _SV:
 
     __array_priority__ = 1000
 
-    def __init__(self, v, e=0.0, zs=True):
+    def __init__(self, v, e=0.0, zs=True, base=None):
         self.v = v
-        self.e = np.array(np.broadcast_to(np.asarray(e, np.float64), np.shape(v)))
+        if isinstance(e, np.ndarray) and e.dtype == np.float64 and e.shape == np.shape(v) and e.flags.writeable:
+            self.e = e  # may be a view of another bound, as v is of another value
+        else:
+            self.e = np.array(np.broadcast_to(np.asarray(e, np.float64), np.shape(v)))
         self.zs = zs
+        self.base = base  # the value a basic-indexing view writes through to
+        # Products and quotients may be reassociated (the cpu target's kernels
+        # with a float reduction run with fast-math reassoc): (a / b) * c can
+        # become (a * c) / b and overflow where NumPy's order does not. ``hi``
+        # bounds every partial product of the factors of a product/quotient
+        # tree, ``hi_inv`` the same for its reciprocal (None: a leaf).
+        self.hi = self.hi_inv = None
 
     # array protocol -------------------------------------------------------
     shape = property(lambda s: np.shape(s.v))
@@ -159,7 +177,7 @@ class _SV:
     def __lt__(self, o): return _ufunc(np.less, self, o)
     def __ge__(self, o): return _ufunc(np.greater_equal, self, o)
     def __le__(self, o): return _ufunc(np.less_equal, self, o)
-    def __eq__(self, o): return _ufunc(np.equal, self, o)  # noqa: PLE0307
+    def __eq__(self, o): return _ufunc(np.equal, self, o)
     def __ne__(self, o): return _ufunc(np.not_equal, self, o)
     __hash__ = None
 
@@ -182,7 +200,23 @@ class _SV:
     def transpose(self, *axes): return _layout(lambda a: a.transpose(*axes), self)
 
     def __getitem__(self, key):
-        return _layout(lambda a: a[key], self)
+        # basic indexing gives views of both value and bound, as in NumPy, so
+        # writes through them reach the base; advanced indexing gives copies
+        out = _layout(lambda a: a[key], self)
+        if isinstance(self.v, np.ndarray) and np.may_share_memory(out.v, self.v):
+            out.base = self.base or self
+        return out
+
+    def _inplace(self, uf, o):
+        r = _ufunc(uf, self, o)
+        if not isinstance(self.v, np.ndarray):  # a scalar from an integer index
+            return r
+        self[...] = r
+        return self
+
+    def __iadd__(self, o): return self._inplace(np.add, o)
+    def __isub__(self, o): return self._inplace(np.subtract, o)
+    def __imul__(self, o): return self._inplace(np.multiply, o)
 
     def __setitem__(self, key, val):
         val = _as_sv(val)
@@ -197,6 +231,10 @@ class _SV:
             ve = np.where(~np.isfinite(nv) & np.isfinite(vv), np.where(ve > 0, INF, 0.0), ve)
         self.e[key] = ve
         self.zs = self.zs and val.zs
+        self.hi = self.hi_inv = None
+        if self.base is not None:
+            self.base.hi = self.base.hi_inv = None
+            self.base.zs = self.base.zs and val.zs
 
 
 def _as_sv(x) -> _SV:
@@ -212,7 +250,21 @@ def _layout(f, *svs) -> _SV:
     """Layout ops (slices, transposes, reshapes, gathers): the same op on the bound."""
     v = f(*[s.v for s in svs])
     e = f(*[s.e for s in svs])
-    return _SV(v, e, all(s.zs for s in svs))
+    if not isinstance(e, np.ndarray):
+        e = np.asarray(e, np.float64)
+    out = _SV(v, e, all(s.zs for s in svs))
+    if len(svs) == 1 and svs[0].hi is not None:
+        out.hi, out.hi_inv = np.asarray(f(svs[0].hi)), np.asarray(f(svs[0].hi_inv))
+    return out
+
+
+def _envelope(s: _SV, shape):
+    """(hi, hi_inv) of a shadow value, broadcast to ``shape``."""
+    if s.hi is not None:
+        return np.broadcast_to(s.hi, shape), np.broadcast_to(s.hi_inv, shape)
+    with _quiet():
+        m = np.broadcast_to(_mag(s.v), shape)
+        return np.maximum(1.0, m), np.where(m == 0, INF, np.maximum(1.0, 1.0 / m))
 
 
 def _finish(r, E, anyE, allfin, bound, *, no_over=None) -> np.ndarray:
@@ -273,21 +325,27 @@ def _ufunc(uf, *inputs) -> _SV:
             return _SV(r, np.where(anyE, INF, 0.0), True)
         bound = np.zeros(shape)
         no_over = None
+        force_inf = None
         if name in ("add", "subtract"):
             E = Es[0] + Es[1] + e * (A[0] + A[1])
             bound = A[0] + A[1]
             zs = False
         elif name == "multiply":
             E = _mul0(Es[0], A[1]) + _mul0(Es[1], A[0]) + Es[0] * Es[1] + e * AR
-            bound = A[0] * A[1]
+            (ha, ia), (hb, ib) = _envelope(svs[0], shape), _envelope(svs[1], shape)
+            hi, hi_inv = ha * hb, ia * ib
+            bound = np.maximum(A[0] * A[1], hi)
             zs = False
         elif name in ("divide", "true_divide"):
             den = A[1] - Es[1]
             E = np.where(den > 0, (Es[0] + _mul0(Es[1], AR)) / np.where(den > 0, den, 1.0), INF) + e * AR
-            bound = AR
+            (ha, ia), (hb, ib) = _envelope(svs[0], shape), _envelope(svs[1], shape)
+            hi, hi_inv = ha * ib, ia * hb
+            bound = np.where(V[1] == 0, AR, np.maximum(AR, hi))
             zero = V[1] == 0
             no_over = zero
-            E = np.where(zero & (not zs), INF, E)  # 1 / (+-0): the zero's sign decides
+            if not zs:  # x / (+-0): the zero's sign decides, and fast-math need not keep it
+                force_inf = zero
             zs = False
         elif name in ("maximum", "minimum"):
             E = np.maximum(Es[0], Es[1])
@@ -313,7 +371,9 @@ def _ufunc(uf, *inputs) -> _SV:
             zs = False
         elif name == "square":
             E = 2 * _mul0(Es[0], A[0]) + Es[0] ** 2 + e * AR
-            bound = A[0] ** 2
+            ha, ia = _envelope(svs[0], shape)
+            hi, hi_inv = ha * ha, ia * ia
+            bound = np.maximum(A[0] ** 2, hi)
             zs = False
         elif name == "sign":
             E = np.where(anyE & ~(A[0] > Es[0]), INF, 0.0)
@@ -329,7 +389,14 @@ def _ufunc(uf, *inputs) -> _SV:
         else:
             raise NotImplementedError(f"shadow evaluation has no rule for ufunc {name}")
         E = _finish(r, E, anyE, allfin, bound, no_over=no_over)
-    return _SV(r, E, zs)
+        if force_inf is not None:
+            E = np.where(force_inf, INF, E)
+    out = _SV(r, E, zs)
+    if name in ("multiply", "divide", "true_divide", "square") and np.shape(hi) == np.shape(r):
+        out.hi, out.hi_inv = hi, hi_inv
+    elif name in ("negative", "absolute") and svs[0].hi is not None:
+        out.hi, out.hi_inv = svs[0].hi, svs[0].hi_inv
+    return out
 
 
 def _power(a: _SV, p, r) -> _SV:
@@ -359,11 +426,10 @@ def _power(a: _SV, p, r) -> _SV:
         if p != int(p):  # a negative base gives NaN
             E = np.where(anyE & ~(A > Ea), INF, E)
         zero = V == 0
-        no_over = None
-        if p < 0:
-            no_over = zero
-            E = np.where(zero & (not a.zs), INF, E)
+        no_over = zero if p < 0 else None
         E = _finish(r, E, anyE, np.isfinite(V), A ** p if p > 0 else AR, no_over=no_over)
+        if p < 0 and not a.zs:  # 0 ** -1: the zero's sign decides
+            E = np.where(zero, INF, E)
     return _SV(r, E, False)
 
 
@@ -397,14 +463,14 @@ def _reduce(a: _SV, kind, axis, keepdims) -> _SV:
         elif kind == "prod":
             E = red(A + Ea, np.prod) - red(A, np.prod) + (n + 1) * e * red(A + Ea, np.prod)
             bound = red(np.maximum(A, 1.0), np.prod)
-            # partial products may underflow in one order and not another
-            small = red(np.minimum(A, 1.0), np.prod) < _tiny(rdt) / e
+            # a partial product may underflow in one order and not in another
+            small = red(np.minimum(A, 1.0), np.prod) < _tiny(rdt)
             exact_zero = red((A == 0) & (Ea == 0), np.any)
-            E = np.where(small & ~exact_zero & (np.abs(R) < 1), np.maximum(E, 4 * _tiny(rdt) / e), E)
+            E = np.where(small & ~exact_zero, INF, E)
         else:  # max / min select an element
             E = red(Ea, np.max) if n else np.zeros(np.shape(r))
         E = _finish(r, E, anyE, allfin, bound)
-    return _SV(r, E, kind in ("max", "min") and a.zs)
+    return _SV(r, E, False)  # max/min of +0 and -0 may give either
 
 
 def _matmul(a: _SV, b: _SV) -> _SV:
@@ -421,8 +487,7 @@ def _matmul(a: _SV, b: _SV) -> _SV:
         allfin = ((~np.isfinite(Va)).astype(float) @ ones_b + ones_a @ (~np.isfinite(Vb)).astype(float)) == 0
         k = a.shape[-1]
         AB = A @ B
-        Ea, Eb = np.where(a.e == 0, 0, a.e), np.where(b.e == 0, 0, b.e)
-        E = A @ Eb + Ea @ B + Ea @ Eb + (k + 1) * _eps(rdt) * AB
+        E = A @ b.e + a.e @ B + a.e @ b.e + (k + 1) * _eps(rdt) * AB  # NaN (inf * 0): not compared
         E = _finish(r, E, anyE, allfin, np.where(np.isnan(AB), 0, AB))
     return _SV(r, E, False)
 
@@ -502,17 +567,18 @@ class _ShadowNN:
     def gelu(x, *, approximate=True):
         if approximate:
             return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
-        return 0.5 * x * (1.0 + _ufunc(_Erf, x * (1.0 / math.sqrt(2.0))))
+        return 0.5 * x * (1.0 + _ufunc(_ERF, x * (1.0 / math.sqrt(2.0))))
 
 
-class _Erf:
+class _ErfOp:
+    """``braze.numpy.erf`` (eager) as a shadow op; its bound rule is in _ufunc."""
     __name__ = "erf"
 
     def __call__(self, x):
         return bnp.erf(x)
 
 
-_Erf = _Erf()
+_ERF = _ErfOp()
 
 
 def _log(s: _SV) -> _SV:
@@ -545,10 +611,12 @@ FLOAT_LITERALS = [0.5, 2.0, -1.5, 3.0, 1e-3, -0.0]
 INT_LITERALS = [2, -1, 0, 7]
 SLICES = ["1:", ":-1", "::2", "::-1", "1::2", "-2:", ":1", "1:-1", "::-2", "2:0:-1", ":", "3:7"]
 DIMS = [1, 2, 3, 4, 0, 5]  # shrinks towards 1
-MAX_SIZE = 240
+LONG = [17, 33, 67]  # rows longer than a SIMD vector, with a remainder
+MAX_SIZE = 700
 
 OPS = (["unary"] * 4 + ["binary"] * 5 + ["power"] + ["where"] * 2 + ["compare"] + ["reduce"] * 3
        + ["row"] + ["slice"] * 2 + ["layout"] * 2 + ["gather"] * 2 + ["setslice"] * 2
+       + ["viewwrite"]
        + ["matmul"] + ["composite"] * 2)
 
 
@@ -580,17 +648,34 @@ def _fmt_array(a: np.ndarray) -> str:
     return f"np.array({body}, dtype={dt}).reshape({a.shape!r})"
 
 
+# Arguments are not always C-contiguous: braze must read (and write) any strides.
+_LAYOUT_SRC = {
+    "F": "np.asfortranarray({0})",
+    "reversed": "np.ascontiguousarray({0}[::-1])[::-1]",
+    "strided": "np.repeat({0}, 2, axis=-1)[..., ::2]",
+}
+_LAYOUTS = {k: eval(f"lambda a: {v.format('a')}") for k, v in _LAYOUT_SRC.items()}
+_LAYOUTS["C"] = np.copy
+
+
+def _with_layout(a, kind):
+    out = _LAYOUTS[kind](np.copy(a))
+    assert np.array_equal(out, a, equal_nan=a.dtype.kind == "f") and out.dtype == a.dtype
+    return out
+
+
 class Case:
     """A generated program: NumPy source, its input arrays, and whether
     generation saw NumPy raise (then braze must raise too)."""
 
-    def __init__(self, src, arg_names, arg_values, index_args, numpy_raised, ops):
+    def __init__(self, src, arg_names, arg_values, index_args, numpy_raised, ops, layouts=None):
         self.src = src
         self.arg_names = arg_names
         self.arg_values = arg_values
         self.index_args = index_args
         self.numpy_raised = numpy_raised
         self.ops = ops
+        self.layouts = layouts or {}  # name -> how the argument array is laid out in memory
 
     def function(self, env=None):
         ns = {"np": np, "braze": braze} if env is None else env
@@ -598,12 +683,14 @@ class Case:
         return ns["prog"]
 
     def args(self):
-        return [np.copy(self.arg_values[n]) for n in self.arg_names]
+        return [_with_layout(self.arg_values[n], self.layouts.get(n, "C")) for n in self.arg_names]
 
     def __repr__(self):
         lines = ["", "import numpy as np, braze", "nan, inf = np.nan, np.inf", self.src.rstrip()]
         for n in self.arg_names:
             lines.append(f"{n} = {_fmt_array(self.arg_values[n])}")
+            if self.layouts.get(n, "C") != "C":
+                lines.append(f"{n} = {_LAYOUT_SRC[self.layouts[n]].format(n)}")
         lines.append(f"prog({', '.join(self.arg_names)})")
         return "\n".join(lines) + "\n"
 
@@ -620,7 +707,7 @@ class _Builder:
         self.k = 0
         self.raised = False
         self.failed = None
-        self.updated: set[str] = set()  # values written by a slice update
+        self.layouts: dict[str, str] = {}
         self.ops: list[str] = []
 
     # drawing helpers ------------------------------------------------------------
@@ -663,7 +750,7 @@ class _Builder:
                 self.raised = True
                 # return what the failing statement assigns, so the failing op
                 # is live (braze drops unused ops, errors and all)
-                target = s.split("=")[0].split("[")[0].strip()
+                target = s.split("=")[0].split("[")[0].rstrip("+-*/ ")
                 self.failed = target if target.isidentifier() and target in {*self.vars, new} else None
                 return False
         if new is not None:
@@ -683,6 +770,8 @@ class _Builder:
             arr = self.d(hnp.arrays(dtype, shape, elements=_elements(dtype, special)))
         self.arg_names.append(name)
         self.arg_values[name] = arr
+        if arr.ndim and self.coin(0.2):
+            self.layouts[name] = self.choice(["F", "reversed", "strided"])
         self.env[name] = np.copy(arr)
         return name
 
@@ -752,6 +841,10 @@ class _Builder:
             p = 3  # BUG (test_bool_pow_2_dtype): bool ** 2 is int8 in NumPy, int64 in braze
         t = self.fresh()
         expr = f"{a} ** {p!r}" if self.coin(0.7) else f"np.power({a}, {p!r})"
+        if p == 0.5 and not isinstance(self.val(a), np.ndarray):
+            # BUG (test_scalar_pow_half_of_minus_inf): a NumPy scalar's ** 0.5 is
+            # C pow (-inf -> inf), an array's is sqrt (-inf -> nan); braze: sqrt.
+            expr = f"np.power({a}, {p!r})"
         return self.emit(f"{t} = {expr}", new=t)
 
     def comparison(self, a):
@@ -931,17 +1024,48 @@ class _Builder:
         key = self.slice_key(av.ndim)
         t = self.fresh()
         if self.coin(0.6):
-            ok = self.emit(f"{t} = np.zeros_like({a})", f"{t}[{key}] = {self.rhs_for(a, key)}", new=t)
-            self.updated.add(t)
-            return ok
-        if a in self.updated:
-            # BUG (test_slice_update_of_copy_of_updated_value): on the cpu target
-            # the update of the copy is written into the original's buffer.
             return self.emit(f"{t} = np.zeros_like({a})", f"{t}[{key}] = {self.rhs_for(a, key)}", new=t)
         op = self.choice(["+=", "*=", "-="])
-        ok = self.emit(f"{t} = {a}.copy()", f"{t}[{key}] {op} {self.rhs_for(a, key)}", new=t)
-        self.updated.add(t)
-        return ok
+        rhs = self.rhs_for(a, key)
+        try:
+            with _quiet():
+                elem = eval(f"{a}[{key}]", self.env)
+                res = eval(f"elem {op[0]} {rhs}", {**self.env, "elem": elem})
+        except Exception:
+            elem = res = None
+        if elem is not None and not isinstance(elem, np.ndarray) and \
+                not np.can_cast(np.asarray(res).dtype, av.dtype, "same_kind"):
+            # ``a[0] += v`` on one element is get, add, then an unsafe set in
+            # NumPy. BUG (test_element_update_casts_like_numpy): braze applies
+            # the in-place same_kind rule and raises a DTypeError.
+            op = "="
+        return self.emit(f"{t} = {a}.copy()", f"{t}[{key}] {op} {rhs}", new=t)
+
+    def op_viewwrite(self, a):
+        """Write through a basic-indexing view of a fresh array, then use both."""
+        av = np.asarray(self.val(a))
+        if av.ndim == 0:
+            return self.op_unary(a)
+        t1, t2 = self.fresh(), self.fresh()
+        first = f"{t1} = np.zeros_like({a})" if self.coin(0.3) else f"{t1} = {a}.copy()"
+        key = self.slice_key(av.ndim)
+        if not self.emit(first, f"{t2} = {t1}[{key}]", new=t1):
+            return False
+        self.vars.append(t2)
+        if not isinstance(self.val(t2), np.ndarray):
+            # An integer index to one element gives a NumPy scalar, a copy.
+            # BUG (test_scalar_element_is_not_a_view): braze writes through it.
+            return True
+        v = np.asarray(self.val(t2))
+        if v.ndim and self.coin(0.5):
+            key2 = self.slice_key(v.ndim)
+            return self.emit(f"{t2}[{key2}] = {self.rhs_for(t2, key2)}")
+        op = self.choice(["+=", "*=", "-="])
+        rhs = self.literal_for(v.dtype) if v.dtype.kind == "f" else repr(self.choice(INT_LITERALS))
+        if self.coin(0.4):
+            b = self.pick(lambda u: self.fits(u, v.shape, v.dtype))
+            rhs = b if b is not None and b not in (t1, t2) else rhs
+        return self.emit(f"{t2} {op} {rhs}")
 
     def op_matmul(self, a):
         av = np.asarray(self.val(a))
@@ -983,7 +1107,6 @@ class _Builder:
         av = self.val(a)
         if av.ndim == 0:
             return True
-        self.updated.add(a)
         if self.coin(0.5) and av.shape[0] >= 1:
             rhs_key, key = ":-1", "1:"  # overlapping source and destination
             return self.emit(f"{a}[{key}] = {a}[{rhs_key}]")
@@ -994,6 +1117,8 @@ class _Builder:
     def build(self) -> Case:
         nd = self.choice([2, 1, 3, 2, 0])
         base = tuple(self.choice(DIMS) for _ in range(nd))
+        if nd and self.coin(0.25):  # a long last axis: vector loops and their tails
+            base = base[:-1] + (self.choice(LONG),)
         main = self.choice([np.float64, np.float32, np.float64, np.float32, np.int64, np.int32, np.bool_])
         n_in = self.uniform(1, 3)
         for j in range(n_in):
@@ -1010,7 +1135,7 @@ class _Builder:
                 return self.case([self.failed] if self.failed else [])
         for _ in range(n_ops):
             kind = self.choice(OPS)
-            a = self.pick(lambda v: v.size <= MAX_SIZE)
+            a = self.pick(lambda v: v.size <= MAX_SIZE) or min(self.vars, key=lambda n: np.size(self.val(n)))
             self.ops.append(kind)
             ok = getattr(self, f"op_{kind}")(a)
             if not ok:
@@ -1027,7 +1152,7 @@ class _Builder:
         ret = f"    return ({', '.join(outs)},)" if outs else "    return None"
         src = f"def prog({', '.join(self.arg_names)}):\n{body}\n{ret}\n"
         return Case(src, list(self.arg_names), dict(self.arg_values), set(self.index_args),
-                    self.raised, list(self.ops))
+                    self.raised, list(self.ops), dict(self.layouts))
 
 
 @st.composite
@@ -1050,6 +1175,7 @@ def _same_bits(a, b) -> bool:
 
 def _check_close(got, want, bound: np.ndarray, what: str):
     assert isinstance(got, (np.ndarray, np.generic)), f"{what}: got {type(got).__name__}, not a NumPy value"
+    # 0-d: a NumPy scalar or a 0-d array on either side (as in _compare.assert_same)
     g, w = np.asarray(got), np.asarray(want)
     assert g.dtype == w.dtype, f"{what}: dtype {g.dtype} != NumPy's {w.dtype}"
     assert g.shape == w.shape, f"{what}: shape {g.shape} != NumPy's {w.shape}"
@@ -1077,8 +1203,7 @@ def _shadow(case: Case):
     programs that write one) the NumPy value and its error bound."""
     env = {"np": np, "braze": _ShadowBraze}
     fn = case.function(env)
-    args = [np.copy(case.arg_values[n]) if n in case.index_args else _SV(np.copy(case.arg_values[n]))
-            for n in case.arg_names]
+    args = [a if n in case.index_args else _SV(a) for n, a in zip(case.arg_names, case.args())]
     out = fn(*args)
     return out, args
 
@@ -1088,7 +1213,9 @@ def _shadow(case: Case):
 # ----------------------------------------------------------------------------
 
 def check_forward(case: Case):
-    note(f"program:{case!r}")
+    note("inputs: " + ", ".join(f"{n}: {case.arg_values[n].dtype}{list(case.arg_values[n].shape)}"
+                                f"{'' if case.layouts.get(n, 'C') == 'C' else ' ' + case.layouts[n]}"
+                                for n in case.arg_names))
     for op in case.ops:
         event(f"op {op}")
     fn = case.function()
@@ -1133,10 +1260,97 @@ def check_forward(case: Case):
                 _check_close(a, r, s.e, f"{target}: input {name} after the call")
 
 
+def _case(src, layouts=None, **args) -> Case:
+    """An explicit example: NumPy source and its arguments (names starting
+    with ``i`` are index arguments)."""
+    names = list(args)
+    return Case(textwrap.dedent(src).lstrip(), names, {n: np.asarray(v) for n, v in args.items()},
+                {n for n in names if n.startswith("i")}, False, ["explicit"], layouts)
+
+
+_F32_ROWS = np.linspace(-3, 3, 4 * 17, dtype=np.float32).reshape(4, 17)
+_F32_ROWS[0, 3], _F32_ROWS[1, :], _F32_ROWS[2, 5], _F32_ROWS[3, 0] = np.nan, -np.inf, np.inf, -0.0
+_LONG = np.sin(np.arange(3 * 67, dtype=np.float64)).reshape(3, 67)
+_LONG[0, 10], _LONG[1, 66], _LONG[2, 0] = np.nan, -0.0, 1e300
+
+# One explicit example per family, so that every CI run covers each of them
+# whatever the derandomized draw gives (early hypothesis examples are small).
+EXAMPLES = [
+    _case("""
+        def prog(x0):
+            t0 = x0 - x0.max(axis=-1, keepdims=True)
+            t1 = np.exp(t0)
+            t2 = t1 / t1.sum(axis=-1, keepdims=True)
+            t3 = braze.nn.softmax(x0, axis=0)
+            return (t2, t3, braze.nn.logsumexp(x0, axis=-1, keepdims=True))
+        """, x0=_F32_ROWS),
+    _case("""
+        def prog(x0, x1, x2):
+            t0 = braze.nn.layer_norm(x0, x1, x2)
+            t1 = braze.nn.gelu(t0, approximate=False)
+            t2 = braze.nn.gelu(x0)
+            return (t1, t2.mean(axis=(0, -1)), np.float32(2) * t0)
+        """, x0=3 * np.sin(np.arange(99.0)).reshape(3, 33), x1=np.linspace(-1, 1, 33), x2=np.full(33, 0.25)),
+    _case("""
+        def prog(x0, i1, i2):
+            t0 = np.take_along_axis(x0, i1, axis=-1)
+            t1 = x0[:, i2]
+            t2 = np.zeros_like(x0)
+            t2[1:, ::2] = np.tanh(x0[1:, ::2])
+            t3 = t2.T[::-1]
+            return (t0, t1, t3.sum(axis=(-1, 0), keepdims=True), t3.prod(axis=1))
+        """, x0=_LONG[:, :5].copy(), i1=np.array([[0, -1], [4, 2], [-5, 3]]), i2=np.array([0, -1, 2, 2])),
+    _case("""
+        def prog(x0, x1, x2, x3):
+            t0 = x0 @ x1
+            t1 = x2.sum(axis=0)
+            t2 = x2.mean(axis=-1)
+            t3 = x3 @ x3.T
+            return (t0, t1, t2, np.maximum(t1, -1), t3.max(axis=0))
+        """, x0=np.ones((3, 0)), x1=np.ones((0, 2)),
+          x2=np.array([[2**31 - 1, 5], [2**31 - 1, -(2**31)]], np.int32), x3=_F32_ROWS[:, :6]),
+    _case("""
+        def prog(x0, x1):
+            x0[1:] = x0[:-1]
+            t0 = x0.copy()
+            t1 = t0[::2]
+            t1 *= -2.0
+            t2 = x1[::-1]
+            return (t0, t1, t2 / x1)
+        """, layouts={"x0": "strided", "x1": "reversed"}, x0=_LONG[:, :7].copy(),
+          x1=np.array([-0.0, 0.0, 1.0, np.inf, -np.inf, np.nan])),
+    _case("""
+        def prog(x0):
+            return (x0.max(axis=-1, keepdims=True), x0.min(axis=0), np.maximum(x0, -x0), x0.sum(axis=1))
+        """, x0=_LONG),
+    _case("""
+        def prog(x0, x1):
+            t0 = np.where(x0, x1, -x1)
+            t1 = x0 * 2.5
+            return (t0, x0.sum(axis=-1), t1, x0 + x0, np.sign(t1 - 1))
+        """, x0=np.array([[True, False, True], [False, False, True]]), x1=np.array([1, -2, 3], np.int64)),
+    _case("""
+        def prog(x0, x1):
+            t0 = x0 + x1
+            return (t0,)
+        """, x0=np.ones((3, 4)), x1=np.ones((3, 5))),  # NumPy raises: braze must raise a BrazeError
+    _case("""
+        def prog(x0):
+            t0 = x0 * 1e30
+            t1 = t0 - t0.mean(axis=-1, keepdims=True)
+            return (t1.sum(axis=-1), np.floor(x0 * 8), np.log1p(np.sqrt(np.absolute(x0))) ** 1.5)
+        """, x0=_F32_ROWS[:, ::-1]),
+]
+
+
 @FUZZ
 @given(case=programs())
 def test_forward_matches_numpy(case):
     check_forward(case)
+
+
+for _ex in EXAMPLES:
+    test_forward_matches_numpy = example(case=_ex)(test_forward_matches_numpy)
 
 
 # ----------------------------------------------------------------------------
@@ -1184,9 +1398,11 @@ def grad_programs(draw):
         cands = [n for n in pool if pred(np.asarray(env[n]))]
         return cands[-1 - draw(st.integers(0, len(cands) - 1))] if cands else None
 
-    def emit(stmt, t):
-        lines.append(stmt)
-        exec(stmt, env)
+    def emit(*stmts_and_target):
+        *stmts, t = stmts_and_target
+        for stmt in stmts:
+            lines.append(stmt)
+            exec(stmt, env)
         pool.append(t)
 
     nd = draw(st.integers(1, 2))
@@ -1198,12 +1414,38 @@ def grad_programs(draw):
         a = pick()
         av = np.asarray(env[a])
         kind = draw(st.sampled_from(["add", "multiply", "tanh", "exp", "sin", "reduce", "matmul",
-                                     "softmax", "layer_norm", "layout", "square"]))
+                                     "softmax", "layer_norm", "layout", "square", "subtract", "rational",
+                                     "gather", "setslice", "gelu", "logsumexp"]))
         t = fresh()
-        if kind in ("add", "multiply"):
-            b = pick(lambda v: _broadcasts(v.shape, av.shape))
-            op = "+" if kind == "add" else "*"
+        if kind in ("add", "multiply", "subtract"):
+            b = pick(lambda v, shape=av.shape: _broadcasts(v.shape, shape))
+            op = {"add": "+", "multiply": "*", "subtract": "-"}[kind]
             emit(f"{t} = {a} {op} {b if b is not None else '0.5'}", t)
+        elif kind == "rational":
+            emit(f"{t} = {a} / (1.0 + {a} * {a})", t)
+        elif kind == "gather" and av.ndim >= 1 and av.shape[0] >= 1:
+            n = av.shape[0]
+            idx = draw(st.lists(st.integers(-n, n - 1), min_size=1, max_size=4))  # repeats accumulate
+            if av.ndim >= 2 and draw(st.booleans()):
+                m = av.shape[-1]
+                rows = draw(st.lists(st.lists(st.integers(0, m - 1), min_size=2, max_size=2),
+                                     min_size=av.shape[0], max_size=av.shape[0]))
+                if av.ndim == 2:
+                    emit(f"{t} = np.take_along_axis({a}, np.array({rows!r}), axis=-1)", t)
+                else:
+                    emit(f"{t} = {a}[{idx!r}]", t)
+            else:
+                emit(f"{t} = {a}[{idx!r}]", t)
+        elif kind == "setslice" and av.ndim >= 1:
+            key = draw(st.sampled_from(["1:", "::2", "::-1", ":1", "-2:"]))
+            if draw(st.booleans()):
+                emit(f"{t} = np.zeros_like({a})", f"{t}[{key}] = np.tanh({a}[{key}])", t)
+            else:
+                emit(f"{t} = {a} * 1.0", f"{t}[{key}] = 2.0 * {a}[{key}] * {a}[{key}]", t)
+        elif kind == "gelu":
+            emit(f"{t} = braze.nn.gelu({a}{draw(st.sampled_from(['', ', approximate=False']))})", t)
+        elif kind == "logsumexp" and av.ndim >= 1 and av.shape[-1] >= 1:
+            emit(f"{t} = braze.nn.logsumexp({a}, axis=-1)", t)
         elif kind == "tanh" or (kind == "exp" and np.max(np.abs(av), initial=0) > 3):
             emit(f"{t} = np.tanh({a})", t)
         elif kind == "exp":
@@ -1262,7 +1504,8 @@ def _finite_differences(fn, args, h=1e-6):
 
 
 def check_gradients(case: GradCase):
-    note(f"program:{case!r}")
+    note("inputs: " + ", ".join(f"{n}: {case.arg_values[n].dtype}{list(case.arg_values[n].shape)}"
+                                for n in case.arg_names))
     fn = case.function()
     args = [case.arg_values[n].copy() for n in case.arg_names]
     argnums = tuple(range(len(args)))
@@ -1283,7 +1526,7 @@ def check_gradients(case: GradCase):
                                 f"braze={g!r}\nfinite differences={want!r}")
 
 
-@FUZZ
+@FUZZ_GRAD
 @given(case=grad_programs())
 def test_gradients_match_finite_differences(case):
     check_gradients(case)
@@ -1313,7 +1556,7 @@ def test_int_negative_power_unused_still_raises(target):
         t0 = x0 ** -2  # noqa: F841
         return x0 + 1
 
-    with pytest.raises(Exception):
+    with pytest.raises((braze.BrazeError, ValueError)):
         braze.compile(prog, target=target)(np.array([1, 2, -4]))
 
 
@@ -1348,7 +1591,7 @@ def test_slice_update_of_copy_of_updated_value():
 
     x = np.array([1.0, 2.0, 3.0])
     t, y = braze.compile(prog, target="cpu")(x)
-    assert np.array_equal(t, [2.0, 1.0, 1.0]) and np.array_equal(y, [2.0, 5.0, 5.0]), (t, y)  # y: [2, 1, 1]
+    assert np.array_equal(t, [2.0, 1.0, 1.0]) and np.array_equal(y, [2.0, 5.0, 5.0]), (t, y)  # was y = [2, 1, 1]
 
 
 def test_slice_update_of_copy_of_updated_input():
@@ -1360,4 +1603,60 @@ def test_slice_update_of_copy_of_updated_input():
 
     x = np.array([1.0, 2.0, 3.0])
     braze.compile(prog, target="cpu")(x)
-    assert np.array_equal(x, [1.0, 5.0, 5.0]), x  # braze leaves [1, 1, 1]
+    assert np.array_equal(x, [1.0, 5.0, 5.0]), x  # was [1, 1, 1]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.xfail(strict=True, reason="BUG: x[0] of a 1-D array (a NumPy scalar, a copy) is a view in "
+                   "braze: s = x[0]; s += 2.0 writes into x, even into the caller's input")
+def test_scalar_element_is_not_a_view(target):
+    def prog(x):
+        s = x[0]
+        s += 2.0
+        return s
+
+    x = np.ones(3)
+    out = braze.compile(prog, target=target)(x)
+    assert out == 3.0
+    assert np.array_equal(x, [1.0, 1.0, 1.0]), x  # braze leaves [3, 1, 1]
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: cpu kernels with a float reduction run their elementwise part "
+                   "with fast-math reassoc too: (x - m) / 4 * g becomes ((x - m) * g) / 4 and overflows "
+                   "to inf where NumPy's result is finite (braze.nn.layer_norm with large gamma alike)")
+def test_row_kernel_reassociation_overflow():
+    def prog(x, g):
+        m = x.mean(axis=-1, keepdims=True)
+        return (x - m) / 4.0 * g
+
+    x = np.array([[0.0, 8.0]], np.float32)
+    g = np.full(2, np.finfo(np.float32).max, np.float32)
+    with _quiet():
+        got, want = braze.compile(prog, target="cpu")(x, g), prog(x, g)
+    assert np.array_equal(got, want), (got, want)  # braze [[-inf, inf]], NumPy [[-3.4e38, 3.4e38]]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.xfail(strict=True, reason="BUG: y[0] += 1.5 on an int array raises DTypeError (in-place "
+                   "same_kind rule); NumPy reads the element, adds, and stores with an unsafe cast")
+def test_element_update_casts_like_numpy(target):
+    def prog(x):
+        y = x.copy()
+        y[0] += 1.5
+        return y
+
+    x = np.array([1, 2, 3])
+    assert np.array_equal(braze.compile(prog, target=target)(x), prog(x))  # NumPy: [2, 2, 3]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.xfail(strict=True, reason="BUG (minor): s ** 0.5 of a 0-d value: NumPy scalars use C pow "
+                   "(-inf ** 0.5 = inf), braze uses sqrt (nan) as for arrays")
+def test_scalar_pow_half_of_minus_inf(target):
+    def prog(x):
+        s = x.min()  # a NumPy scalar
+        return s ** 0.5
+
+    x = np.array([-np.inf, 1.0])
+    with _quiet():
+        assert braze.compile(prog, target=target)(x) == prog(x) == np.inf

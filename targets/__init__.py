@@ -17,7 +17,13 @@ def _cpu() -> Target:
     return CPUTarget()
 
 
-_FACTORIES = {"generic": GenericTarget, "cpu": _cpu}
+def _cuda() -> Target:
+    from .cuda import CUDATarget  # imports numba.cuda only when probed
+
+    return CUDATarget()
+
+
+_FACTORIES = {"generic": GenericTarget, "cpu": _cpu, "cuda": _cuda}
 _TARGETS: dict[str, Target] = {}
 
 

@@ -15,6 +15,12 @@ os.environ.setdefault(
 
 import pytest  # noqa: E402
 
+# The cuda target's tests run in their own pytest process, on numba's CUDA
+# simulator (NUMBA_ENABLE_CUDASIM=1 must be set before numba is imported) or,
+# with BRAZE_TEST_CUDA=1, on a real GPU: `python -m pytest tests/cuda`.
+if not (os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or os.environ.get("BRAZE_TEST_CUDA") == "1"):
+    collect_ignore = ["cuda"]
+
 
 @pytest.fixture
 def restore_registry():

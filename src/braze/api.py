@@ -24,9 +24,9 @@ from typing import Any, Callable
 import numpy as np
 
 from . import pytree
-from .aval import Aval, aval_of_value
+from .aval import Aval, aval_of_value, is_device_array
 from .core import EagerContext, current_context
-from .errors import BrazeError, ConcretizationError, DTypeError, ShapeError, TraceError, where
+from .errors import BrazeError, ConcretizationError, DTypeError, ShapeError, TargetError, TraceError, where
 from .graph import Graph
 from . import registry
 from .log import logger
@@ -280,6 +280,8 @@ class Compiled:
             target = dynamic[leaf]
             if isinstance(target, np.ndarray) and value is not target:
                 np.copyto(target, value, casting="unsafe")
+            elif hasattr(value, "copy_to_host") and value is not target:
+                _write_device(target, value)  # an input updated in place on the device
         return results
 
     def lower(self, *args, **kwargs) -> Lowered:
@@ -364,6 +366,11 @@ class Compiled:
             donate = position in self._donate_argnums
             for path, leaf in zip(paths, leaves):
                 if _is_dynamic(leaf):
+                    if is_device_array(leaf) and self.target.name != "cuda":
+                        raise TargetError(
+                            f"{self.__name__}: argument {path} is a GPU array, but this function is compiled "
+                            f"for target {self.target.name!r}{where()}; compile it with target='cuda', or "
+                            "copy the array to the host first (.copy_to_host(), .get(), .cpu().numpy())")
                     aval = aval_of_value(leaf, f"argument {path}")
                     if donate:
                         donated.append(len(dynamic))
@@ -559,7 +566,7 @@ def _same(a, b) -> bool:
 
 
 def _is_dynamic(leaf) -> bool:
-    return isinstance(leaf, _DYNAMIC)
+    return isinstance(leaf, _DYNAMIC) or is_device_array(leaf)
 
 
 def _static_value(name: str, value) -> _Static:
@@ -601,6 +608,14 @@ def _walk_paths(node, path: str, paths: list) -> None:  # not a closure: no refe
         paths.append(path)
 
 
+def _write_device(target, value) -> None:
+    """Copy device result ``value`` into the caller's device array ``target``."""
+    from numba import cuda
+
+    dst = target if hasattr(target, "copy_to_device") else cuda.as_cuda_array(target)
+    dst.copy_to_device(value)
+
+
 def _finish(value):
     """Outputs as NumPy returns them: 0-d results as NumPy scalars, never read-only."""
     if isinstance(value, np.ndarray):
@@ -610,6 +625,8 @@ def _finish(value):
             return value.copy()
         return value
     if isinstance(value, np.generic):
+        return value
+    if hasattr(value, "copy_to_host"):  # a device array (the cuda target, given device inputs)
         return value
     return np.asarray(value)[()]
 

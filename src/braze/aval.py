@@ -75,6 +75,12 @@ def check_dtype(dtype, what: str) -> np.dtype:
     return dtype
 
 
+def is_device_array(value) -> bool:
+    """A GPU array (``__cuda_array_interface__``: numba, CuPy, PyTorch; or the
+    CUDA simulator's stand-in)."""
+    return hasattr(value, "__cuda_array_interface__") or type(value).__name__ == "FakeCUDAArray"
+
+
 def aval_of_value(value, what: str = "argument") -> Aval:
     """The abstract value of a concrete leaf (array, NumPy scalar, Python scalar)."""
     if isinstance(value, bool):
@@ -87,6 +93,10 @@ def aval_of_value(value, what: str = "argument") -> Aval:
         check_dtype(np.complex128, what)
     if isinstance(value, (np.ndarray, np.generic)):
         return Aval(tuple(value.shape), check_dtype(value.dtype, what))
+    if is_device_array(value):
+        cai = getattr(value, "__cuda_array_interface__", None)
+        dtype = np.dtype(cai["typestr"]) if cai is not None else np.dtype(value.dtype)
+        return Aval(tuple(value.shape), check_dtype(dtype, what))
     raise DTypeError(
         f"{what}: cannot trace a value of type {type(value).__name__}{where()}; "
         "pass NumPy arrays or Python/NumPy scalars, or mark it static (static_argnums)"

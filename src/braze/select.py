@@ -143,7 +143,7 @@ def pair_signature(entry, in_avals, attrs: tuple, out_avals) -> list[Aval]:
         args = [a.sample() if not a.shape else np.zeros(a.shape, a.dtype) for a in in_avals]
         with np.errstate(all="ignore"):
             out, residuals = _split_pair(entry, entry.fn(*args, **dict(attrs)), len(out_avals))
-        got = tuple((tuple(np.shape(o)), np.asarray(o).dtype.str) for o in out)
+        got = tuple(_signature_of(o) for o in out)
         want = tuple((a.shape, np.dtype(a.dtype).str) for a in out_avals)
         if got != want:
             fmt = lambda sig: "(" + ", ".join(str(Aval(tuple(s), np.dtype(d))) for s, d in sig) + ")"
@@ -151,8 +151,21 @@ def pair_signature(entry, in_avals, attrs: tuple, out_avals) -> list[Aval]:
                 f"kernel pair {entry.label} (registered at {entry.location}) for {entry.name}: its forward "
                 f"returned outputs {fmt(got)}, but the composite's body returns {fmt(want)}"
             )
-        _PAIR_SIGNATURES[key] = [Aval(tuple(np.shape(r)), np.asarray(r).dtype) for r in residuals]
+        _PAIR_SIGNATURES[key] = [Aval(*_signature_of(r)) for r in residuals]
     return _PAIR_SIGNATURES[key]
+
+
+def _is_array(value) -> bool:
+    """A NumPy array or a device array (numba, CuPy, torch): kept as it is."""
+    return hasattr(value, "shape") and hasattr(value, "dtype") and not isinstance(value, (list, tuple))
+
+
+def _signature_of(value) -> tuple:
+    """(shape, dtype.str) of a kernel result, without copying a device array to the host."""
+    if _is_array(value):
+        return tuple(value.shape), np.dtype(value.dtype).str
+    value = np.asarray(value)
+    return tuple(value.shape), value.dtype.str
 
 
 def _split_pair(entry, result, nout: int):
@@ -201,14 +214,14 @@ def _kernel_impl(*args, name, attrs, entry, out=None, multi=False, pair=None, no
                 f"the backward of kernel {entry.label} (registered at {entry.location}) for {name} must "
                 f"return a tuple of {len(diff)} cotangents (None for integer arguments)"
             )
-        return tuple(np.asarray(r) for r, d in zip(result, diff) if d)
+        return tuple(r if _is_array(r) else np.asarray(r) for r, d in zip(result, diff) if d)
     if entry.backward is not None:
         outs, residuals = _split_pair(entry, result, nout or len(out))
         if pair == "forward":
             return outs + residuals
         result = outs if multi else outs[0]
     values = tuple(result) if multi and isinstance(result, (tuple, list)) else (result,)
-    got = tuple((tuple(np.shape(v)), np.asarray(v).dtype.str) for v in values)
+    got = tuple(_signature_of(v) for v in values)
     if got != out:
         fmt = lambda sig: "(" + ", ".join(str(Aval(tuple(s), np.dtype(d))) for s, d in sig) + ")"
         raise CompositeError(

@@ -90,7 +90,7 @@ def verify(name: str | None = None, targets=None, *, raise_on_error: bool = Fals
                     rep.examples += 1
                     continue
                 for g, w in zip(got if isinstance(want, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
-                    g, w = np.asarray(g), np.asarray(w)
+                    g, w = _host(g), np.asarray(w)
                     if g.shape != w.shape or g.dtype != w.dtype:
                         rep.ok, rep.detail = False, f"returned {g.dtype}{list(g.shape)}, body {w.dtype}{list(w.shape)}"
                         continue
@@ -112,6 +112,17 @@ def verify(name: str | None = None, targets=None, *, raise_on_error: bool = Fals
     if raise_on_error and not all(r.ok for r in reports):
         raise CompositeError("kernel verification failed:\n" + "\n".join(str(r) for r in reports if not r.ok))
     return reports
+
+
+def _host(value) -> np.ndarray:
+    """A kernel result on the host (device arrays, e.g. from cuda kernels, are copied)."""
+    if hasattr(value, "copy_to_host"):
+        return value.copy_to_host()
+    if hasattr(value, "__cuda_array_interface__"):
+        from numba import cuda
+
+        return cuda.as_cuda_array(value).copy_to_host()
+    return np.asarray(value)
 
 
 def _bind_attrs(comp, attrs):

@@ -1,0 +1,528 @@
+"""Generate ``numba.cuda`` source for one fused ``Loop`` (see ``braze.fusion``).
+
+The expression code (which op, which casts, NumPy's loop dtypes) is the
+``cpu`` target's (``cpu_codegen._Gen`` and ``scalar.emit``); this module
+replaces the loop skeletons, the loads and the reductions, and rewrites the
+few calls numba.cuda does not lower (NumPy ufuncs, the cpu's vector math)
+to ``math``/``libdevice`` (``_to_cuda``).
+
+Arguments, in order: each leaf as a flat device buffer ``aK`` with its
+element offset ``aK_o`` and one element stride per dimension ``aK_sD``
+(views, broadcasts and transposes are strides, made by the launcher); the
+outputs (flat, C-contiguous); the work sizes; the domain sizes; the float
+literals. A leaf whose layout is exactly the loop's domain, contiguous, is
+*flat* and indexed with the element's flat index (no index arithmetic):
+which leaves are flat is part of the source, so the launcher picks one of
+at most ``2**leaves`` variants at call time.
+
+Three skeletons, one kernel function each (``kernel``):
+
+* **elementwise** (no reduced axes): a grid-stride loop over the flat
+  element index; consecutive threads take consecutive elements (coalesced).
+* **rows** (reduced trailing axes under outer axes): one thread block per
+  row (grid-stride over rows); per reduction stage every thread accumulates
+  the elements ``t, t + T, ...`` of the row, then a shared-memory tree
+  combines the ``T`` partials;
+  row values are computed by every thread between stages. Leaves read in
+  more than one stage are kept in shared memory when the row fits
+  (``ROWCAP`` elements), so a softmax reads each row from memory once.
+* **global** (reduced axes only: full reductions): each stage is two
+  launches of the same kernel, told apart by ``phase``: blocks reduce a
+  grid-stride share of the elements to one partial each, then one block
+  combines the partials into the stage's result; a last phase writes the
+  full outputs and the scalar results.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from braze.fusion import REDUCE_OPS, Loop
+from braze.graph import Node
+
+from .cpu_codegen import KernelSource, _Gen, _Writer, _acc_dtype
+from .scalar import cast, literal, np_type
+
+MAXT = 256        # threads per block of row and global kernels (a power of two)
+ROWCAP = 1024     # elements of a row kept in shared memory per cached leaf
+SHARED_BUDGET = 32 * 1024  # bytes of shared memory for cached rows per block
+
+HEADER = """import numpy as np
+from numba import cuda
+from braze.targets import cuda_runtime as rt
+from braze.targets.cuda_runtime import libdevice, math
+"""
+
+# NumPy calls in the scalar table that numba.cuda lowers as libdevice calls:
+# the operand is always cast first (np.float32(...)), which names the type.
+_LIBDEVICE = re.compile(r"np\.(sqrt|floor|ceil|trunc|rint|cbrt)\(np\.(float32|float64)\(")
+_VECTOR_MATH = re.compile(r"\bvm\.(\w+?)_f(?:32|64)\(")
+
+
+def _to_cuda(text: str) -> str:
+    text = _LIBDEVICE.sub(lambda m: f"libdevice.{m.group(1)}{'f' if m.group(2) == 'float32' else ''}"
+                                    f"(np.{m.group(2)}(", text)
+    return _VECTOR_MATH.sub(lambda m: f"math.{m.group(1)}(", text)
+
+
+def generate(loop: Loop, flat: tuple[bool, ...]) -> KernelSource:
+    return _CudaGen(loop, flat).build()
+
+
+class _CudaGen(_Gen):
+    def __init__(self, loop: Loop, flat: tuple[bool, ...]):
+        super().__init__(loop, "kernel")
+        self.has_trig = False  # libdevice sin/cos are exact over the whole range
+        self.flat = flat
+        self.flat_expr = "e"
+        self.skeleton = "elementwise" if not self.r else ("rows" if self.od else "global")
+        self.cache_rows: dict[int, str] = {}   # leaf index -> shared array name
+        self.first_pass: dict[int, int] = {}   # leaf index -> the pass that stores it
+        self.pass_now = 0
+        self.uses: dict[int, set[int]] = {}
+
+    # ---- loads
+    def _load(self, leaf: Node, space: str) -> str:
+        k = self.loop.leaves.index(leaf)
+        shape = self.leaf_shapes[k]
+        name = f"a{k}"
+        if space == "full":
+            self.uses.setdefault(k, set()).add(self.pass_now)
+        if self.flat[k] and space == "full":
+            load = f"{name}[{name}_o + {self.flat_expr}]"
+        else:
+            idx = self._indices(space)
+            offset = len(idx) - len(shape)
+            terms = [f"{idx[offset + i]} * {name}_s{i}" for i, d in enumerate(shape)
+                     if d != 1 and idx[offset + i] != "0"]
+            load = f"{name}[{' + '.join([f'{name}_o'] + terms)}]"
+        if space == "full" and k in self.cache_rows:
+            cache = self.cache_rows[k]
+            if self.pass_now == self.first_pass[k]:
+                return f"rt.keep({cache}, j, rcok, {load})"
+            return f"({cache}[j] if rcok else {load})"
+        return load
+
+    # ---- reductions
+    def _acc_init(self, red: Node, acc: str) -> list[str]:
+        dt = _acc_dtype(red)
+        op = red.op
+        if op in ("reduce_max", "reduce_min"):
+            dt = np.dtype(red.aval.dtype)
+            if dt.kind == "f":
+                init = literal(-np.inf if op == "reduce_max" else np.inf, dt)
+            elif dt.kind in "iu":
+                info = np.iinfo(dt)
+                init = literal(info.min if op == "reduce_max" else info.max, dt)
+            else:
+                init = literal(op == "reduce_min", dt)
+            return [f"{acc} = {init}"]
+        if op in ("reduce_any", "reduce_all"):
+            return [f"{acc} = np.int32({0 if op == 'reduce_any' else 1})"]
+        if op in ("argmax", "argmin"):
+            src = np.dtype(red.inputs[0].aval.dtype)
+            big = np.inf if src.kind == "f" else (np.iinfo(src).max if src.kind in "iu" else 1)
+            small = -np.inf if src.kind == "f" else (np.iinfo(src).min if src.kind in "iu" else 0)
+            init = literal(small if op == "argmax" else big, src)
+            return [f"{acc} = {init}", f"{acc}_i = np.int64(0)", f"{acc}_n = np.int32(0)"]
+        return [f"{acc} = {literal(0 if op == 'reduce_sum' else 1, dt)}"]
+
+    def _acc_type(self, red: Node) -> np.dtype:
+        if red.op in ("reduce_max", "reduce_min"):
+            return np.dtype(red.aval.dtype)
+        if red.op in ("reduce_any", "reduce_all"):
+            return np.dtype(np.int32)
+        if red.op in ("argmax", "argmin"):
+            return np.dtype(red.inputs[0].aval.dtype)
+        return _acc_dtype(red)
+
+    def _acc_update(self, red: Node, value: str, acc: str, flat: str) -> list[str]:
+        op = red.op
+        dt = self._acc_type(red)
+        if op == "reduce_sum":
+            return [f"{acc} += {cast(value, dt)}"]
+        if op == "reduce_prod":
+            return [f"{acc} *= {cast(value, dt)}"]
+        if op in ("reduce_max", "reduce_min"):
+            fn = "rt.maximum" if op == "reduce_max" else "rt.minimum"
+            return [f"{acc} = {fn}({acc}, {cast(value, dt)})"]
+        if op == "reduce_any":
+            return [f"if {value} != 0:", f"    {acc} = np.int32(1)"]
+        if op == "reduce_all":
+            return [f"if {value} == 0:", f"    {acc} = np.int32(0)"]
+        cmp = ">" if op == "argmax" else "<"
+        return [
+            f"if {acc}_n == 0:",
+            f"    if {value} != {value}:",
+            f"        {acc}_n = np.int32(1)",
+            f"        {acc}_i = np.int64({flat})",
+            f"    elif {value} {cmp} {acc}:",
+            f"        {acc} = {value}",
+            f"        {acc}_i = np.int64({flat})",
+        ]
+
+    def _combine(self, red: Node, a: str, b: str) -> list[str]:
+        """Statements folding partial ``b`` (names b, b_i, b_n) into ``a``."""
+        op = red.op
+        if op == "reduce_sum":
+            return [f"{a} += {b}"]
+        if op == "reduce_prod":
+            return [f"{a} *= {b}"]
+        if op in ("reduce_max", "reduce_min"):
+            fn = "rt.maximum" if op == "reduce_max" else "rt.minimum"
+            return [f"{a} = {fn}({a}, {b})"]
+        if op == "reduce_any":
+            return [f"{a} = {a} | {b}"]
+        if op == "reduce_all":
+            return [f"{a} = {a} & {b}"]
+        cmp = ">" if op == "argmax" else "<"
+        return [
+            f"if {b}_n != 0:",
+            f"    if {a}_n == 0 or {b}_i < {a}_i:",
+            f"        {a} = {b}",
+            f"        {a}_i = {b}_i",
+            f"        {a}_n = {b}_n",
+            f"elif {a}_n == 0:",
+            f"    if {b} {cmp} {a} or ({b} == {a} and {b}_i < {a}_i):",
+            f"        {a} = {b}",
+            f"        {a}_i = {b}_i",
+        ]
+
+    def _acc_result(self, red: Node, acc: str) -> str:
+        dt = np.dtype(red.aval.dtype)
+        if red.op in ("argmax", "argmin"):
+            return f"{acc}_i"
+        if red.op in ("reduce_any", "reduce_all"):
+            return f"({acc} != 0)"
+        return cast(acc, dt)
+
+    def _parts(self, red: Node) -> list[tuple[str, np.dtype]]:
+        """(suffix, dtype) of the values a partial result of ``red`` is made of."""
+        parts = [("", self._acc_type(red))]
+        if red.op in ("argmax", "argmin"):
+            parts += [("_i", np.dtype(np.int64)), ("_n", np.dtype(np.int32))]
+        return parts
+
+    def _shared(self, w: _Writer, reds: list[Node], accs: dict) -> None:
+        for red in reds:
+            for sfx, dt in self._parts(red):
+                w(f"sh_{accs[id(red)]}{sfx} = cuda.shared.array({MAXT}, {np_type(dt)})")
+
+    def _block_reduce(self, w: _Writer, reds: list[Node], accs: dict) -> None:
+        """Combine every thread's partial of ``reds``; all threads get the result."""
+        if not reds:
+            return
+        for red in reds:
+            acc = accs[id(red)]
+            for sfx, _ in self._parts(red):
+                w(f"sh_{acc}{sfx}[tid] = {acc}{sfx}")
+        w("cuda.syncthreads()")
+        w("s = T // 2")
+        w("while s > 0:")
+        w.indent()
+        w("if tid < s:")
+        w.indent()
+        for red in reds:
+            acc = accs[id(red)]
+            for sfx, _ in self._parts(red):
+                w(f"{acc}{sfx} = sh_{acc}{sfx}[tid]")
+                w(f"{acc}_o{sfx} = sh_{acc}{sfx}[tid + s]")
+            for line in self._combine(red, acc, f"{acc}_o"):
+                w(line)
+            for sfx, _ in self._parts(red):
+                w(f"sh_{acc}{sfx}[tid] = {acc}{sfx}")
+        w.dedent()
+        w("cuda.syncthreads()")
+        w("s //= 2")
+        w.dedent()
+        for red in reds:
+            acc = accs[id(red)]
+            for sfx, _ in self._parts(red):
+                w(f"{acc}{sfx} = sh_{acc}{sfx}[0]")
+        w("cuda.syncthreads()")  # before the shared arrays are written again
+
+    # ---- skeletons
+    def build(self) -> KernelSource:
+        self.nin = self.r if self.r else (1 if self.R >= 1 else 0)
+        if self.skeleton == "rows":
+            self._plan_row_cache()
+        self._names = 0
+        self.consts, self.const_names = [], {}
+        body = _Writer()
+        getattr(self, f"_{self.skeleton}_body")(body)
+        src = HEADER + self._function(body)
+        ks = KernelSource(src, list(self.loop.leaves), list(self.loop.outputs), list(self.consts),
+                          self.leaf_shapes)
+        ks.parts = [self._parts(red) for red in self._all_reductions()]  # global kernels' partial arrays
+        ks.npasses = self.npasses
+        return ks
+
+    def _plan_row_cache(self) -> None:
+        """Which leaves a row kernel keeps in shared memory: those read in more
+        than one stage, while they fit in the budget (found by a dry run)."""
+        self._names = 0
+        self.consts, self.const_names = [], {}
+        self._rows_body(_Writer())
+        budget = SHARED_BUDGET
+        for k in sorted(self.uses):
+            if len(self.uses[k]) < 2:
+                continue
+            size = ROWCAP * np.dtype(self.loop.leaves[k].aval.dtype).itemsize
+            if size > budget:
+                continue
+            budget -= size
+            self.cache_rows[k] = f"rc{k}"
+            self.first_pass[k] = min(self.uses[k])
+        self.uses = {}
+
+    def _function(self, body: _Writer) -> str:
+        loop = self.loop
+        args = ["phase"] if self.skeleton == "global" else []
+        for k, n in enumerate(loop.leaves):
+            args += [f"a{k}", f"a{k}_o"] + [f"a{k}_s{i}" for i in range(len(self.leaf_shapes[k]))]
+        args += [f"o{k}" for k in range(len(loop.outputs))]
+        if self.skeleton == "global":
+            for red in self._all_reductions():
+                for sfx, _ in self._parts(red):
+                    args += [f"p{self._red_index(red)}{sfx}", f"q{self._red_index(red)}{sfx}"]
+        args += ["n", "no", "ni"] + [f"d{k}" for k in range(self.R)]
+        args += [f"c{k}" for k in range(len(self.consts))]
+        text = _to_cuda("\n".join(body.lines))
+        return f"\n\n@cuda.jit(cache=True)\ndef kernel({', '.join(args)}):\n{text}\n"
+
+    def _all_reductions(self) -> list[Node]:
+        return [m for m in self.loop.members if m.op in REDUCE_OPS]
+
+    def _red_index(self, red: Node) -> int:
+        return self._all_reductions().index(red)
+
+    def _emit_unravel(self, w: _Writer, flat: str, names: list[str], sizes: list[str], body: str) -> None:
+        """Unravel ``flat`` into ``names`` (C order over ``sizes``), if ``body`` uses any."""
+        if not any(re.search(rf"\b{n}\b", body) for n in names):
+            return
+        rem = flat
+        for k in range(len(names) - 1, -1, -1):
+            if k == 0:
+                w(f"{names[0]} = {rem}")
+            else:
+                w(f"{names[k]} = {rem} % {sizes[k]}")
+                w(f"u{k}_{names[k]} = {rem} // {sizes[k]}")
+                rem = f"u{k}_{names[k]}"
+
+    def _sub_writer(self) -> _Writer:
+        w = _Writer()
+        w.depth = 0
+        return w
+
+    def _elementwise_body(self, w: _Writer) -> None:
+        """Grid-stride loop over the flat element index ``e``."""
+        env: dict = {"__lines__": []}
+        self.flat_expr = "e"
+        head = self._sub_writer()
+        self._row_env(head, env, 0)
+        inner = self._sub_writer()
+        self.pass_now = 1
+        for line in self._pass_lines(env, 1, {}, "e"):
+            inner(line)
+        body_text = "\n".join(head.lines + inner.lines)
+        w("e = np.int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x")
+        w("st = np.int64(cuda.gridDim.x) * cuda.blockDim.x")
+        w("while e < n:")
+        w.indent()
+        names = [f"i{k}" for k in range(self.od)] + ["j0"] * (self.R > 0)
+        self._emit_unravel(w, "e", names, [f"d{k}" for k in range(self.R)], body_text)
+        for line in head.lines + inner.lines:
+            w(line)
+        w("e += st")
+        w.dedent()
+
+    def _rows_body(self, w: _Writer) -> None:
+        loop = self.loop
+        accs = {id(r): f"acc{k}" for k, r in enumerate(self._all_reductions())}
+        w("tid = cuda.threadIdx.x")
+        w("T = cuda.blockDim.x")
+        self._shared(w, self._all_reductions(), accs)
+        for k, name in self.cache_rows.items():
+            w(f"{name} = cuda.shared.array({ROWCAP}, {np_type(loop.leaves[k].aval.dtype)})")
+        if self.cache_rows:
+            w(f"rcok = ni <= {ROWCAP}")
+        w("row = np.int64(cuda.blockIdx.x)")
+        w("while row < no:")
+        w.indent()
+        self.flat_expr = "rb + j"
+        w("rb = row * ni")
+        rest = self._sub_writer()
+        env: dict = {"__lines__": []}
+        self.pass_now = 0
+        self._row_env(rest, env, 0)
+        for p in range(1, self.nloops + 1):
+            self.pass_now = p
+            reds = self._reductions(p)
+            for red in reds:
+                for line in self._acc_init(red, accs[id(red)]):
+                    rest(line)
+            lines = self._pass_lines(env, p, accs, "rb + j")
+            rest("j = np.int64(tid)")
+            rest("while j < ni:")
+            rest.indent()
+            inner = self._sub_writer()
+            self._emit_unravel(inner, "j", [f"j{k}" for k in range(self.nin)],
+                               [f"d{self.od + k}" for k in range(self.nin)], "\n".join(lines))
+            for line in inner.lines + lines:
+                rest(line)
+            rest("j += T")
+            rest.dedent()
+            self._block_reduce(rest, reds, accs)
+            for red in reds:
+                var = self._fresh("red")
+                rest(f"{var} = {self._acc_result(red, accs[id(red)])}")
+                env[id(red)] = var
+            self._row_env(rest, env, p)
+        tail = self._sub_writer()
+        for out in self.row_outputs:
+            value = env[id(out)] if id(out) in env else self._value_now(tail, out, env)
+            tail(f"if tid == 0:")
+            tail(f"    o{self.out_index[id(out)]}[row] = {value}")
+        text = "\n".join(rest.lines + tail.lines)
+        self._emit_unravel(w, "row", [f"i{k}" for k in range(self.od)], [f"d{k}" for k in range(self.od)], text)
+        for line in rest.lines + tail.lines:
+            w(line)
+        w("row += cuda.gridDim.x")
+        w.dedent()
+
+    def _global_body(self, w: _Writer) -> None:
+        """Phases: 1..P reduce stage p to one partial per block; P+1..2P combine
+        stage p's partials in block 0; 0 writes the outputs."""
+        reds_all = self._all_reductions()
+        accs = {id(r): f"acc{k}" for k, r in enumerate(reds_all)}
+        P = self.npasses
+        self.flat_expr = "j"
+        w("tid = cuda.threadIdx.x")
+        w("T = cuda.blockDim.x")
+        w("blk = cuda.blockIdx.x")
+        self._shared(w, reds_all, accs)
+        names = [f"j{k}" for k in range(self.R)]
+        sizes = [f"d{k}" for k in range(self.R)]
+
+        def known(upto: int, out: _Writer, env: dict) -> None:
+            """Results of stages 1..upto, read back from their q arrays."""
+            self._row_env(out, env, 0)
+            for p in range(1, upto + 1):
+                for red in self._reductions(p):
+                    k = self._red_index(red)
+                    for sfx, _ in self._parts(red):
+                        out(f"{accs[id(red)]}{sfx} = q{k}{sfx}[0]")
+                    var = self._fresh("red")
+                    out(f"{var} = {self._acc_result(red, accs[id(red)])}")
+                    env[id(red)] = var
+                self._row_env(out, env, p)
+
+        for p in range(1, P + 1):
+            reds = self._reductions(p)
+            # level 1: partials per block
+            w(f"{'if' if p == 1 else 'elif'} phase == {p}:")
+            w.indent()
+            env: dict = {"__lines__": []}
+            pre = self._sub_writer()
+            self.pass_now = p
+            known(p - 1, pre, env)
+            for red in reds:
+                for line in self._acc_init(red, accs[id(red)]):
+                    pre(line)
+            inner_env = dict(env)
+            inner_env["__lines__"] = []
+            lines = []
+            for red in reds:
+                src = red.inputs[0]
+                value = self._value(src, inner_env) if id(src) in self.members else \
+                    self._operand(src, "full", inner_env)
+                lines += inner_env["__lines__"]
+                inner_env["__lines__"] = []
+                lines += self._acc_update(red, value, accs[id(red)], "j")
+            for line in pre.lines:
+                w(line)
+            w("j = np.int64(blk) * T + tid")
+            w("while j < n:")
+            w.indent()
+            unr = self._sub_writer()
+            self._emit_unravel(unr, "j", names, sizes, "\n".join(lines))
+            for line in unr.lines + lines:
+                w(line)
+            w("j += np.int64(cuda.gridDim.x) * T")
+            w.dedent()
+            self._block_reduce(w, reds, accs)
+            w("if tid == 0:")
+            w.indent()
+            for red in reds:
+                k = self._red_index(red)
+                for sfx, _ in self._parts(red):
+                    w(f"p{k}{sfx}[blk] = {accs[id(red)]}{sfx}")
+            w.dedent()
+            w.dedent()
+            # level 2: block 0 combines the partials
+            w(f"elif phase == {P + p}:")
+            w.indent()
+            for red in reds:
+                for line in self._acc_init(red, accs[id(red)]):
+                    w(line)
+            w("j = np.int64(tid)")
+            w(f"while j < p{self._red_index(reds[0])}.shape[0]:")
+            w.indent()
+            for red in reds:
+                k, acc = self._red_index(red), accs[id(red)]
+                for sfx, _ in self._parts(red):
+                    w(f"{acc}_o{sfx} = p{k}{sfx}[j]")
+                for line in self._combine(red, acc, f"{acc}_o"):
+                    w(line)
+            w("j += T")
+            w.dedent()
+            self._block_reduce(w, reds, accs)
+            w("if tid == 0:")
+            w.indent()
+            for red in reds:
+                k = self._red_index(red)
+                for sfx, _ in self._parts(red):
+                    w(f"q{k}{sfx}[0] = {accs[id(red)]}{sfx}")
+            w.dedent()
+            w.dedent()
+        # phase 0: the outputs
+        if P:
+            w("else:")
+            w.indent()
+        env = {"__lines__": []}
+        pre = self._sub_writer()
+        self.pass_now = P + 1
+        known(P, pre, env)
+        for line in pre.lines:
+            w(line)
+        if self.full_outputs:
+            inner_env = dict(env)
+            inner_env["__lines__"] = []
+            lines = []
+            for out in self.full_outputs:
+                value = self._value(out, inner_env)
+                lines += inner_env["__lines__"]
+                inner_env["__lines__"] = []
+                lines.append(f"o{self.out_index[id(out)]}[j] = {value}")
+            w("j = np.int64(blk) * T + tid")
+            w("while j < n:")
+            w.indent()
+            unr = self._sub_writer()
+            self._emit_unravel(unr, "j", names, sizes, "\n".join(lines))
+            for line in unr.lines + lines:
+                w(line)
+            w("j += np.int64(cuda.gridDim.x) * T")
+            w.dedent()
+        tail = self._sub_writer()
+        for out in self.row_outputs:
+            value = env[id(out)] if id(out) in env else self._value_now(tail, out, env)
+            tail(f"o{self.out_index[id(out)]}[0] = {value}")
+        if tail.lines:
+            w("if blk == 0 and tid == 0:")
+            w.indent()
+            for line in tail.lines:
+                w(line)
+            w.dedent()
+        if P:
+            w.dedent()

@@ -1,0 +1,228 @@
+"""The cuda target against NumPy and the generic target: every kernel
+skeleton (elementwise, rows, global), views, externs, gradients, device
+arrays in and out. Tiny shapes (see conftest)."""
+import numpy as np
+import pytest
+
+import braze
+import braze.numpy as bnp
+from tests._compare import assert_same, check, run_both
+
+rng = np.random.default_rng(7)
+
+
+def _f32(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def _f64(*shape):
+    return rng.standard_normal(shape)
+
+
+def _special(dtype=np.float64):
+    x = rng.standard_normal((3, 9)).astype(dtype)
+    x[0, 2], x[1, :], x[2, 4], x[2, 7] = np.nan, -np.inf, np.inf, -0.0
+    return x
+
+
+def _softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _layer_norm(x, g, b):
+    m = x.mean(axis=-1, keepdims=True)
+    v = ((x - m) ** 2).mean(axis=-1, keepdims=True)
+    return (x - m) / np.sqrt(v + 1e-5) * g + b
+
+
+CASES = {
+    # elementwise and broadcasting
+    "chain f32": (lambda a, b, c, d: a * b + c * np.exp(-d), [_f32(37), _f32(37), _f32(37), _f32(37)]),
+    "chain f64 broadcast": (lambda a, b: np.tanh(a) * b + 1.0, [_f64(4, 1, 5), _f64(3, 1)]),
+    "special values": (lambda x: (np.exp(x), np.log(x), np.sqrt(x), x / 0.0, np.floor(x), np.rint(x * 2.5),
+                                  np.maximum(x, 0.0), np.sign(x), np.isnan(x), np.isinf(x)), [_special()]),
+    "special f32": (lambda x: (np.expm1(x), np.log1p(x), np.cbrt(x), np.trunc(x), np.ceil(x), np.arctan2(x, 1.5),
+                               np.hypot(x, x), np.minimum(x, -1.0), x % 1.5, x // 0.7), [_special(np.float32)]),
+    "trig": (lambda x: (np.sin(x), np.cos(x * 1e20), np.tan(x), np.arcsinh(x), np.erf(x) if hasattr(np, "erf")
+                        else np.sinh(x)), [_special()]),
+    "ints": (lambda a, b: (a // b, a % b, a * b - 3, np.abs(a), a ** 2, a & b, np.maximum(a, b)),
+             [np.array([[7, -7, 0, 2**31 - 1], [5, -(2**31), 9, 1]], np.int32),
+              np.array([2, -3, 0, -1], np.int32)]),
+    "int64 extremes": (lambda a, b: (a // b, a % b, a + b), [np.array([np.iinfo(np.int64).min, 7, -9]),
+                                                          np.array([-1, 0, 4])]),
+    "uint8 and bool": (lambda a, m: (np.where(m, a, a * 2), a + 250, ~m, m & (a > 3), m.astype(np.float32)),
+                       [np.arange(6, dtype=np.uint8), np.array([True, False, True, True, False, False])]),
+    "scalar (0-d)": (lambda a, b: np.exp(a) + b * 2, [np.float64(1.5), np.array(2.0)]),
+    "empty": (lambda a: np.exp(a) + 1.0, [np.zeros((0, 3))]),
+    "size-1 dims": (lambda a, b: np.tanh(a) + b, [_f64(1, 1, 4), _f64(3, 1, 1)]),
+    "mixed dtypes": (lambda a, b: a * b + 1, [np.arange(5, dtype=np.int16), _f32(5)]),
+    # rows
+    "softmax f32": (_softmax, [_f32(5, 40)]),
+    "softmax special": (_softmax, [_special()]),
+    "layer norm f64": (_layer_norm, [_f64(6, 33), _f64(33), _f64(33)]),
+    "logsumexp 3-D": (lambda x: np.log(np.exp(x - x.max(-1, keepdims=True)).sum(-1)) + x.max(-1),
+                      [_f32(2, 3, 17)]),
+    "row reductions": (lambda x: (x.sum(-1), x.max(-1), x.min(-1, keepdims=True), x.prod(-1), np.argmax(x, -1),
+                                  np.argmin(x, -1), (x > 0).any(-1), (x > -5).all(-1), x.mean((1, 2))),
+                       [_f64(4, 5, 6)]),
+    "row reductions special": (lambda x: (x.max(-1), x.min(-1), np.argmax(x, -1), np.argmin(x, -1), x.sum(-1)),
+                               [_special()]),
+    "int row reductions": (lambda x: (x.sum(-1), x.max(-1), x.min(-1), x.prod(-1), np.argmax(x, -1)),
+                           [rng.integers(-100, 100, (3, 7)).astype(np.int32)]),
+    "empty rows": (lambda x: (x.sum(-1), x.prod(-1), (x > 0).any(-1), x.mean(0)), [np.zeros((3, 0))]),
+    "zero rows": (lambda x: (x.sum(-1), _softmax(x)), [np.zeros((0, 4), np.float32)]),
+    "row longer than a block": (_softmax, [_f32(2, 700)]),
+    # global (full) reductions
+    "full reductions": (lambda x: (x.sum(), x.max(), x.min(), np.argmax(x), np.argmin(x), x.std(), x.prod()),
+                        [_f64(7, 9)]),
+    "full reductions special": (lambda x: (x.sum(), x.max(), x.min(), np.argmax(x), np.argmin(x)), [_special()]),
+    "full reduction long": (lambda x: (x.sum(), x.max(), np.argmax(x), (x - x.mean()).var()), [_f32(3000)]),
+    "full bool": (lambda x: ((x > 0).any(), (x > 0).all(), (x > 0).sum()), [_f64(50)]),
+    "full empty": (lambda x: (x.sum(), x.prod()), [np.zeros((0, 5))]),
+    # transposed reductions and views
+    "column sums": (lambda x: (x.sum(0), x.max(0), np.argmax(x, 0), x.mean((0, 2))), [_f64(5, 3, 4)]),
+    "views": (lambda x: (x[::2, 1:].T * 2, x.T.reshape(-1)[::3] + 1, x[::-1, ::-2], x.reshape(3, 4, 2)[1]),
+              [_f64(6, 4)]),
+    "broadcast view": (lambda x, b: np.broadcast_to(b, (3, 4)) * x.T, [_f64(4, 3), _f64(4)]),
+    # externs
+    "matmul": (lambda a, b: (a @ b, a.T @ a, np.tanh(a @ b) + 1), [_f32(5, 17), _f32(17, 3)]),
+    "matmul batched and vectors": (lambda a, b, v: (a @ b, v @ b, a @ v[:, None], v @ b[0]),
+                                   [_f64(2, 3, 4), _f64(2, 4, 5), _f64(4)]),
+    "gather and updates": (lambda x, i: (x[i], np.take_along_axis(x, np.abs(i[:, None]) % 4, axis=-1),
+                                         np.concatenate([x, x * 2], axis=0)), [_f64(5, 4), np.array([0, 3, -1, 2, 4])]),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_matches_numpy_and_generic(name):
+    fn, args = CASES[name]
+    got = check(fn, *args, target="cuda")
+    want, _ = run_both(fn, *args, target="generic")
+    assert_same(got, want)
+
+
+def test_slice_update_and_non_contiguous_inputs():
+    def f(x, y):
+        t = x.copy()
+        t[1:, ::2] = np.tanh(y[1:, ::2])
+        return t * 2, t.sum(-1)
+
+    x = np.asfortranarray(_f64(4, 6))
+    y = _f64(6, 4).T
+    check(f, x, y, target="cuda")
+
+
+def test_in_place_update_of_a_numpy_input():
+    def f(x):
+        x[1:] = x[:-1] * 2.0
+        return x.sum()
+
+    x = _f64(5)
+    want = x.copy()
+    f(want)
+    got_sum = braze.compile(f, target="cuda")(x)
+    assert_same(x, want)
+    assert np.isclose(got_sum, want.sum())
+
+
+def test_device_arrays_in_and_out():
+    from numba import cuda
+
+    f = braze.compile(lambda x, y: (_softmax(x) * y, (x * y).sum()), target="cuda")
+    x, y = _f32(3, 8), _f32(8)
+    dx, dy = cuda.to_device(x), cuda.to_device(y)
+    out, total = f(dx, dy)
+    assert hasattr(out, "copy_to_host") and hasattr(total, "copy_to_host")
+    assert_same(out.copy_to_host(), _softmax(x) * y)
+    assert np.isclose(total.copy_to_host()[()], (x * y).sum(), rtol=1e-5)
+    # mixing a device array and a NumPy array keeps the results on the device
+    out2, _ = f(dx, y)
+    assert hasattr(out2, "copy_to_host")
+    assert_same(out2.copy_to_host(), _softmax(x) * y)
+
+
+def test_device_array_updated_in_place():
+    from numba import cuda
+
+    def f(x):
+        x[0] = 7.0
+        return x * 2
+
+    x = _f64(4)
+    dx = cuda.to_device(x)
+    out = braze.compile(f, target="cuda")(dx)
+    x[0] = 7.0
+    assert_same(dx.copy_to_host(), x)
+    assert_same(out.copy_to_host(), x * 2)
+
+
+def test_composites_fused():
+    x = _f32(4, 12)
+    g, b = _f32(12), _f32(12)
+    f = lambda x, g, b: (braze.nn.softmax(x), braze.nn.layer_norm(x, g, b), braze.nn.gelu(x),  # noqa: E731
+                         braze.nn.logsumexp(x, axis=-1))
+    with braze.disable_kernels():
+        got = braze.compile(f, target="cuda")(x, g, b)
+    want = braze.compile(f, target="generic")(x, g, b)
+    assert_same(got, want)
+
+
+def test_gradients():
+    x = _f64(3, 7)
+    g, b = _f64(7), _f64(7)
+    w = _f64(3, 7)
+
+    def loss(x, g, b):
+        return (braze.nn.layer_norm(x, g, b) * w).sum() + braze.nn.softmax(x)[:, 0].sum()
+
+    with braze.disable_kernels():
+        got = braze.compile(braze.grad(loss, argnums=(0, 1, 2)), target="cuda")(x, g, b)
+        want = braze.compile(braze.grad(loss, argnums=(0, 1, 2)), target="generic")(x, g, b)
+    assert_same(got, want)
+
+
+def test_gradient_of_elementwise_chain_matches_finite_differences():
+    x = _f64(6)
+
+    def loss(x):
+        return (np.sin(x) * np.exp(x / 3)).sum()
+
+    got = braze.compile(braze.grad(loss), target="cuda")(x)
+    eps = 1e-6
+    num = np.array([(loss(x + eps * e) - loss(x - eps * e)) / (2 * eps) for e in np.eye(6)])
+    assert np.allclose(got, num, rtol=1e-6, atol=1e-8)
+
+
+def test_auto_picks_cuda_when_available():
+    f = braze.compile(lambda x: x + 1, target="auto")
+    f(np.ones(3))
+    assert f.target.name == "cuda"
+
+
+def test_explain_names_the_kernels_and_host_steps():
+    f = braze.compile(lambda x, i: (_softmax(x), x[i]), target="cuda")
+    text = braze.explain(f, _f32(3, 5), np.array([0, 2]))
+    assert "rows kernel" in text and "on the host with NumPy" in text
+    lowered = f.lower(_f32(3, 5), np.array([0, 2]))
+    assert "@cuda.jit" in lowered.source and "cuda.syncthreads()" in lowered.source
+
+
+def test_kernel_variants_follow_input_layout():
+    """A transposed input takes the strided variant; a contiguous one the flat one."""
+    f = braze.compile(lambda x: np.exp(x) + 1, target="cuda")
+    x = _f64(4, 5)
+    check(lambda x: np.exp(x) + 1, x, target="cuda")
+    assert_same(f(x.T.copy()), np.exp(x.T) + 1)
+    assert_same(f(np.ascontiguousarray(x.T)), np.exp(x.T) + 1)
+    y = _f64(5, 4)
+    assert_same(f(y.T), np.exp(y.T) + 1)
+
+
+def test_device_array_given_to_the_cpu_target_is_a_clear_error():
+    from numba import cuda
+
+    f = braze.compile(lambda x: x + 1, target="generic")
+    with pytest.raises(braze.TargetError, match="GPU array.*target='cuda'"):
+        f(cuda.to_device(np.ones(3)))
+    assert_same(f(np.ones(3)), np.ones(3) + 1)  # the next call works

@@ -22,7 +22,8 @@ Three skeletons, one kernel function each (``kernel``):
 * **rows** (reduced trailing axes under outer axes): one thread block per
   row (grid-stride over rows); per reduction stage every thread accumulates
   the elements ``t, t + T, ...`` of the row, then a shared-memory tree
-  combines the ``T`` partials;
+  combines the ``T`` partials down to one warp, and warp shuffles
+  (``shfl_down_sync``) finish it;
   row values are computed by every thread between stages. Leaves read in
   more than one stage are kept in shared memory when the row fits
   (``ROWCAP`` elements), so a softmax reads each row from memory once.
@@ -210,21 +211,23 @@ class _CudaGen(_Gen):
                 w(f"sh_{accs[id(red)]}{sfx} = cuda.shared.array({MAXT}, {np_type(dt)})")
 
     def _block_reduce(self, w: _Writer, reds: list[Node], accs: dict) -> None:
-        """Combine every thread's partial of ``reds``; all threads get the result."""
+        """Combine every thread's partial of ``reds``; all threads get the result.
+        A shared-memory tree down to one warp, then warp shuffles (no barriers)."""
         if not reds:
             return
-        for red in reds:
-            acc = accs[id(red)]
+        parts = [(accs[id(red)], red) for red in reds]
+        for acc, red in parts:
             for sfx, _ in self._parts(red):
                 w(f"sh_{acc}{sfx}[tid] = {acc}{sfx}")
         w("cuda.syncthreads()")
+        # numba's simulator has no warp shuffles: there (rt.WARP_SHUFFLE False, a
+        # compile-time constant on a GPU) the tree goes down to one thread.
         w("s = T // 2")
-        w("while s > 0:")
+        w("while s >= (32 if rt.WARP_SHUFFLE else 1):")
         w.indent()
         w("if tid < s:")
         w.indent()
-        for red in reds:
-            acc = accs[id(red)]
+        for acc, red in parts:
             for sfx, _ in self._parts(red):
                 w(f"{acc}{sfx} = sh_{acc}{sfx}[tid]")
                 w(f"{acc}_o{sfx} = sh_{acc}{sfx}[tid + s]")
@@ -236,8 +239,30 @@ class _CudaGen(_Gen):
         w("cuda.syncthreads()")
         w("s //= 2")
         w.dedent()
-        for red in reds:
-            acc = accs[id(red)]
+        w("if rt.WARP_SHUFFLE and tid < 32:")
+        w.indent()
+        for acc, red in parts:
+            for sfx, _ in self._parts(red):
+                w(f"{acc}{sfx} = sh_{acc}{sfx}[tid]")
+        w("s = 16")
+        w("while s > 0:")
+        w.indent()
+        for acc, red in parts:
+            for sfx, _ in self._parts(red):
+                w(f"{acc}_o{sfx} = cuda.shfl_down_sync(0xffffffff, {acc}{sfx}, s)")
+            for line in self._combine(red, acc, f"{acc}_o"):
+                w(line)
+        w("s //= 2")
+        w.dedent()
+        w("if tid == 0:")
+        w.indent()
+        for acc, red in parts:
+            for sfx, _ in self._parts(red):
+                w(f"sh_{acc}{sfx}[0] = {acc}{sfx}")
+        w.dedent()
+        w.dedent()
+        w("cuda.syncthreads()")
+        for acc, red in parts:
             for sfx, _ in self._parts(red):
                 w(f"{acc}{sfx} = sh_{acc}{sfx}[0]")
         w("cuda.syncthreads()")  # before the shared arrays are written again

@@ -18,6 +18,11 @@ from numba import config, cuda
 
 from . import cpu_runtime as _cpu
 
+# Block reductions finish with warp shuffles on a GPU; numba's simulator has
+# none, so there the shared-memory tree runs to the end (a compile-time
+# constant for numba.cuda: the branch not taken is not compiled).
+WARP_SHUFFLE = not config.ENABLE_CUDASIM
+
 if config.ENABLE_CUDASIM:
     # numba's simulator runs kernels as Python: its libdevice functions are
     # stubs returning None, and Python's math raises where a GPU returns inf or

@@ -75,7 +75,7 @@ def test_row_kernel_ptx_uses_shared_memory_and_barriers():
 
     (loop,) = _loops(softmax, [np.ones((4, 64), np.float32)])
     ptx = compile_ptx(loop, natural_layout(loop))
-    assert ".shared" in ptx and "bar.sync" in ptx
+    assert ".shared" in ptx and "bar.sync" in ptx and "shfl.sync.down" in ptx
     assert "ex2.approx" in ptx or "__nv_expf" in ptx or "ex2" in ptx  # expf from libdevice, inlined
 
 

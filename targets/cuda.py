@@ -389,7 +389,10 @@ def _extern_runner(dev: _Device, node, slot_of: dict):
         def run(slots):
             slots[out] = matmul(dev, slots[ins[0]], slots[ins[1]], node.aval)
 
-        return run, "tiled shared-memory matmul kernel"
+        from .cuda_matmul import _cupy
+
+        return run, ("cuBLAS through CuPy" if not dev.sim and _cupy() is not None
+                     else "tiled shared-memory matmul kernel")
     if node.op == "kernel":
         def run(slots):
             results = NUMPY_IMPL["kernel"](*[dev.device(slots[i]) for i in ins], **node.kw)

@@ -37,7 +37,7 @@ from braze.fusion import Loop, Program, View, fuse
 from braze.graph import Graph
 from braze.passes import inline_composites, run_passes
 
-from . import cpu_cache
+from . import cpu_cache, cpu_memory
 from .base import Executable, SlotLayout, Target
 from .cuda_codegen import MAXT, generate
 
@@ -283,12 +283,39 @@ def _launch_config(dev: _Device, skeleton: str, n: int, no: int, ni: int) -> tup
     return max(1, min((n + dev.maxt - 1) // dev.maxt, dev.sms * 4)), dev.maxt
 
 
+class _Ctx:
+    """Per-call state: where loop outputs go. Intermediates the memory plan
+    pools (cpu_memory.plan: dead after their last reader) reuse this thread's
+    device buffers from earlier calls; so do results when the call returns
+    NumPy arrays (they are copied to the host before the call ends). Results
+    handed back as device arrays are fresh allocations."""
+
+    __slots__ = ("dev", "pool", "kept", "to_host")
+
+    def __init__(self, dev, pool, kept, to_host):
+        self.dev, self.pool, self.kept, self.to_host = dev, pool, kept, to_host
+
+    def buffer(self, slot, spec, shape, dtype) -> DArray:
+        if spec is not None and spec[0] == "pool":
+            value = self.pool[spec[1]]
+            if value is None:
+                value = self.pool[spec[1]] = self.dev.new(shape, dtype)
+            return value
+        if self.to_host:
+            value = self.kept.get(slot)
+            if value is None:
+                value = self.kept[slot] = self.dev.new(shape, dtype)
+            return value
+        return self.dev.new(shape, dtype)
+
+
 class _LoopRunner:
     """One fused loop: picks the kernel variant for its leaves' layouts, sizes
     the launch, allocates the outputs."""
 
-    def __init__(self, dev: _Device, loop: Loop, slot_of: dict):
+    def __init__(self, dev: _Device, loop: Loop, slot_of: dict, buffers: dict):
         self.dev, self.loop = dev, loop
+        self.specs = [buffers.get(slot_of[id(o)]) for o in loop.outputs]
         self.bases = [slot_of[id(leaf.inputs[0] if leaf.op == "broadcast_to" else leaf)] for leaf in loop.leaves]
         self.out_slots = [slot_of[id(o)] for o in loop.outputs]
         self.variants: dict = {}
@@ -323,7 +350,7 @@ class _LoopRunner:
                 and all(s == c or d == 1 for s, c, d in zip(strides, _c_strides(shape), shape)))
         return [value.buf, value.off] + strides, flat
 
-    def __call__(self, slots: list) -> None:
+    def __call__(self, slots: list, ctx: "_Ctx") -> None:
         dev = self.dev
         args, flat = [], []
         for k, slot in enumerate(self.bases):
@@ -332,8 +359,8 @@ class _LoopRunner:
             flat.append(f)
         ks = self._kernel(tuple(flat))
         outs = []
-        for o, slot in zip(self.loop.outputs, self.out_slots):
-            value = dev.new(tuple(o.aval.shape), o.aval.dtype)
+        for o, slot, spec in zip(self.loop.outputs, self.out_slots, self.specs):
+            value = ctx.buffer(slot, spec, tuple(o.aval.shape), o.aval.dtype)
             slots[slot] = value
             outs.append(value.buf)
         sizes = [self.n, self.no, self.ni] + list(self.domain)
@@ -367,7 +394,7 @@ def _host_loop_runner(dev: _Device, loop: Loop, slot_of: dict):
             for m in loop.members]
     outs = [(id(o), slot_of[id(o)]) for o in loop.outputs]
 
-    def run(slots):
+    def run(slots, ctx):
         values = {}
         for key, fn, ins, params in plan:
             args = [values[i] if i in values else (dev.host(slots[s]) if s is not None else n.kw["value"].value)
@@ -386,7 +413,7 @@ def _extern_runner(dev: _Device, node, slot_of: dict):
     if node.op == "matmul" and _matmul_ok(node):
         from .cuda_matmul import matmul
 
-        def run(slots):
+        def run(slots, ctx):
             slots[out] = matmul(dev, slots[ins[0]], slots[ins[1]], node.aval)
 
         from .cuda_matmul import _cupy
@@ -394,20 +421,20 @@ def _extern_runner(dev: _Device, node, slot_of: dict):
         return run, ("cuBLAS through CuPy" if not dev.sim and _cupy() is not None
                      else "tiled shared-memory matmul kernel")
     if node.op == "kernel":
-        def run(slots):
+        def run(slots, ctx):
             results = NUMPY_IMPL["kernel"](*[dev.device(slots[i]) for i in ins], **node.kw)
             slots[out] = tuple(dev.put(r) for r in results) if isinstance(results, tuple) else dev.put(results)
 
         return run, f"registered kernel {node.kw['entry'].label}"
     if node.op == "pick":
-        def run(slots):
+        def run(slots, ctx):
             slots[out] = slots[ins[0]][node.kw["index"]]
 
         return run, "result of a multi-result kernel"
     fn = NUMPY_IMPL[node.op]
     params = node.kw
 
-    def run(slots):
+    def run(slots, ctx):
         result = fn(*[dev.host(slots[i]) for i in ins], **params)
         slots[out] = dev.put(np.asarray(result, dtype=node.aval.dtype))
 
@@ -486,19 +513,22 @@ def lower_program(program: Program) -> Executable:
     layout = SlotLayout(graph)
     slot_of = layout.slot_of
     runners, sources, notes = [], [], []
+    memory = cpu_memory.plan(program, slot_of, frozenset(), frozenset())
+    local = threading.local()
     for step in program.steps:
         if isinstance(step, Loop) and _on_host(step):
             runners.append(_host_loop_runner(dev, step, slot_of))
             notes.append(f"{step.name}: {_on_host(step)}")
         elif isinstance(step, Loop):
-            runner = _LoopRunner(dev, step, slot_of)
+            runner = _LoopRunner(dev, step, slot_of, memory.buffer)
             runners.append(runner)
             sources.append(f"# {step.name}: {runner.skeleton} kernel: {', '.join(m.op for m in step.members)}\n"
                            f"{runner.source}")
         elif isinstance(step, View):
             node = step.node
             src, dst = slot_of[id(node.inputs[0])], slot_of[id(node)]
-            runners.append(lambda slots, node=node, src=src, dst=dst: slots.__setitem__(dst, view(dev, node, slots[src])))
+            runners.append(lambda slots, ctx, node=node, src=src, dst=dst:
+                           slots.__setitem__(dst, view(dev, node, slots[src])))
         else:
             run, how = _extern_runner(dev, step.node, slot_of)
             runners.append(run)
@@ -515,8 +545,12 @@ def lower_program(program: Program) -> Executable:
         for i in range(len(slots)):
             if slots[i] is not None:
                 slots[i] = dev.put(slots[i], dtypes[i])
+        pools = getattr(local, "pools", None)
+        if pools is None:
+            pools = local.pools = ([None] * len(memory.pool), {})
+        ctx = _Ctx(dev, pools[0], pools[1], not on_device)
         for r in runners:
-            r(slots)
+            r(slots, ctx)
         values = [slots[j] for j in out_slots]
         if on_device:
             return [dev.device(v) for v in values]

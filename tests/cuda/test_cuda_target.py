@@ -226,3 +226,23 @@ def test_device_array_given_to_the_cpu_target_is_a_clear_error():
     with pytest.raises(braze.TargetError, match="GPU array.*target='cuda'"):
         f(cuda.to_device(np.ones(3)))
     assert_same(f(np.ones(3)), np.ones(3) + 1)  # the next call works
+
+
+def test_repeated_calls_reuse_buffers_without_mixing_results():
+    """Intermediates and host-bound results reuse device buffers across calls;
+    device results are fresh, so an earlier result is never overwritten."""
+    from numba import cuda
+
+    def f(x):
+        y = _softmax(x) * 2
+        return y + y.sum(-1, keepdims=True), (x * x).sum()
+
+    g = braze.compile(f, target="cuda")
+    a, b = _f32(3, 9), _f32(3, 9)
+    ra, rb = g(a), g(b)
+    assert_same(ra, f(a))
+    assert_same(rb, f(b))
+    da = g(cuda.to_device(a))
+    db = g(cuda.to_device(b))
+    assert_same(da[0].copy_to_host(), f(a)[0])
+    assert_same(db[0].copy_to_host(), f(b)[0])

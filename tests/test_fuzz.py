@@ -1538,8 +1538,6 @@ def test_gradients_match_finite_differences(case):
 # ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.xfail(strict=True, reason="BUG: int ** negative literal raises NumPy's ValueError at run time, "
-                   "not a BrazeError while tracing")
 def test_int_negative_power_raises_braze_error(target):
     def prog(x0):
         return x0 ** -2
@@ -1549,8 +1547,6 @@ def test_int_negative_power_raises_braze_error(target):
 
 
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.xfail(strict=True, reason="BUG: int ** negative literal in an unused value raises nothing "
-                   "(NumPy raises ValueError)")
 def test_int_negative_power_unused_still_raises(target):
     def prog(x0):
         t0 = x0 ** -2  # noqa: F841
@@ -1561,8 +1557,6 @@ def test_int_negative_power_unused_still_raises(target):
 
 
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.xfail(strict=True, reason="BUG: bool_array ** 2 is int64 in braze; NumPy's square fast path "
-                   "gives int8")
 def test_bool_pow_2_dtype(target):
     x = np.array([True, False])
     assert braze.compile(lambda x: x ** 2, target=target)(x).dtype == (x ** 2).dtype == np.int8
@@ -1607,8 +1601,6 @@ def test_slice_update_of_copy_of_updated_input():
 
 
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.xfail(strict=True, reason="BUG: x[0] of a 1-D array (a NumPy scalar, a copy) is a view in "
-                   "braze: s = x[0]; s += 2.0 writes into x, even into the caller's input")
 def test_scalar_element_is_not_a_view(target):
     def prog(x):
         s = x[0]
@@ -1637,8 +1629,6 @@ def test_row_kernel_reassociation_overflow():
 
 
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.xfail(strict=True, reason="BUG: y[0] += 1.5 on an int array raises DTypeError (in-place "
-                   "same_kind rule); NumPy reads the element, adds, and stores with an unsafe cast")
 def test_element_update_casts_like_numpy(target):
     def prog(x):
         y = x.copy()

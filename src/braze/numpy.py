@@ -109,6 +109,18 @@ def _make_ufunc(name: str, nin: int):
 
 UFUNCS = {name: _make_ufunc(name, 1) for name in UNARY}
 UFUNCS.update({name: _make_ufunc(name, 2) for name in BINARY})
+
+
+def _power(x1, x2):
+    from .surface import _check_power
+
+    _check_power(x1, x2)
+    return _strong(bind("power", x1, x2))
+
+
+_power.__name__ = _power.__qualname__ = "power"
+_power.__doc__ = "Elementwise ``numpy.power``."
+UFUNCS["power"] = _power
 globals().update(UFUNCS)
 true_divide = UFUNCS["divide"]
 abs = UFUNCS["absolute"]  # noqa: A001  (NumPy's name)

@@ -33,6 +33,25 @@ def _raw(name: str):
     return lambda *args: bind(name, *args)
 
 
+def _check_power(base, exponent) -> None:
+    """NumPy refuses integers to negative integer powers (a ValueError at run
+    time); with a literal exponent braze can say so while tracing."""
+    dtype = getattr(base, "dtype", None)
+    if dtype is None or np.dtype(dtype).kind not in "iub":
+        return
+    if isinstance(exponent, (int, np.integer)) and not isinstance(exponent, bool) and exponent < 0:
+        raise DTypeError(
+            f"power: integers to negative integer powers are not allowed ({np.dtype(dtype)} ** {exponent})"
+            f"{where()}; convert to float first (x.astype(float) ** {exponent}), as NumPy requires")
+
+
+def _pow(self, other):
+    _check_power(self, other)
+    if type(other) is int and other == 2 and np.dtype(self.dtype) == np.bool_:
+        return bnp.square(self)  # NumPy's fast path for ** 2: bool ** 2 is int8, as np.square gives
+    return bind("power", self, other)
+
+
 def _binary(name: str, reflected: bool = False):
     fn = _raw(name)
     if reflected:
@@ -42,8 +61,14 @@ def _binary(name: str, reflected: bool = False):
 
 def _inplace(name: str):
     fn = _raw(name) if name != "matmul" else bnp.matmul
+    if name == "power":
+        fn = _pow
 
     def method(self, other):
+        if getattr(self, "_element", False):
+            # x[i, j] of an array is a NumPy scalar: immutable, so s += v rebinds s
+            # (with NumPy's promotion) and never writes into x
+            return fn(self, other)
         self._assign(fn(self, other), f"{name} (in place)")
         return self
 
@@ -204,7 +229,7 @@ class ArrayMethods:
     __floordiv__, __rfloordiv__, __ifloordiv__ = (
         _binary("floor_divide"), _binary("floor_divide", True), _inplace("floor_divide"))
     __mod__, __rmod__, __imod__ = _binary("remainder"), _binary("remainder", True), _inplace("remainder")
-    __pow__, __rpow__, __ipow__ = _binary("power"), _binary("power", True), _inplace("power")
+    __pow__, __rpow__, __ipow__ = _pow, _binary("power", True), _inplace("power")
     __and__, __rand__, __iand__ = _binary("bitwise_and"), _binary("bitwise_and", True), _inplace("bitwise_and")
     __or__, __ror__, __ior__ = _binary("bitwise_or"), _binary("bitwise_or", True), _inplace("bitwise_or")
     __xor__, __rxor__, __ixor__ = _binary("bitwise_xor"), _binary("bitwise_xor", True), _inplace("bitwise_xor")

@@ -28,7 +28,7 @@ TRACE_RULES: dict[str, Callable] = {}
 class Tracer(ArrayMethods):
     """A traced array: shape and dtype are known, values are not."""
 
-    __slots__ = ("_ctx", "_node_", "_version", "_base", "_key", "_base_version")
+    __slots__ = ("_ctx", "_node_", "_version", "_base", "_key", "_base_version", "_element")
 
     def __init__(self, ctx: "GraphContext", node: Node, base: "Tracer | None" = None, key=None):
         self._ctx = ctx
@@ -37,6 +37,7 @@ class Tracer(ArrayMethods):
         self._base = base
         self._key = key
         self._base_version = base._version if base is not None else 0
+        self._element = False  # x[i, j]: a NumPy scalar (a copy), not a view
 
     @property
     def _node(self) -> Node:
@@ -85,6 +86,10 @@ class Tracer(ArrayMethods):
 
     def __getitem__(self, key):
         result = indexing.getitem(self, key)
+        if _is_element(key, len(self.shape)):  # NumPy gives a scalar: a copy
+            element = Tracer(self._ctx, self._ctx.lift(result))
+            element._element = True
+            return element
         if indexing.is_basic(key):
             return Tracer(self._ctx, self._ctx.lift(result), base=self, key=key)
         return result
@@ -108,6 +113,14 @@ class Tracer(ArrayMethods):
 
     def __repr__(self):
         return f"Tracer<{self.aval}>"
+
+
+def _is_element(key, ndim: int) -> bool:
+    """Whether ``x[key]`` picks one element with integers only (NumPy returns a
+    scalar; with an Ellipsis, a slice or None it is a 0-d view instead)."""
+    key = key if isinstance(key, tuple) else (key,)
+    return len(key) == ndim and all(
+        isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)) for k in key)
 
 
 class GraphContext:

@@ -472,10 +472,7 @@ class CUDATarget(Target):
                     detail = ""
                 self._why = None if ok else f"no CUDA GPU or driver is available here{detail}"
                 if ok:
-                    try:  # TEMP until nn_cuda lands
-                        from braze.kernels import nn_cuda  # noqa: F401  (registers the cuda kernels)
-                    except ImportError:
-                        pass
+                    from braze.kernels import nn_cuda  # noqa: F401  (registers the cuda kernels)
         return self._why
 
     def is_available(self) -> bool:

@@ -151,7 +151,7 @@ def pair_signature(entry, in_avals, attrs: tuple, out_avals) -> list[Aval]:
                 f"kernel pair {entry.label} (registered at {entry.location}) for {entry.name}: its forward "
                 f"returned outputs {fmt(got)}, but the composite's body returns {fmt(want)}"
             )
-        _PAIR_SIGNATURES[key] = [Aval(*_signature_of(r)) for r in residuals]
+        _PAIR_SIGNATURES[key] = [Aval(shape, np.dtype(dtype)) for shape, dtype in map(_signature_of, residuals)]
     return _PAIR_SIGNATURES[key]
 
 

@@ -85,6 +85,8 @@ def verify(name: str | None = None, targets=None, *, raise_on_error: bool = Fals
                 try:
                     with np.errstate(all="ignore"):
                         got = entry.fn(*args, **attrs)  # this kernel, whatever selection would pick
+                        if entry.backward is not None:
+                            got = got[0]  # a kernel pair's forward returns (output, residuals)
                 except Exception as exc:  # a kernel that raises fails verification
                     rep.ok, rep.detail = False, f"{type(exc).__name__}: {exc}"
                     rep.examples += 1

@@ -832,13 +832,8 @@ class _Builder:
     def op_power(self, a):
         p = self.choice(POWERS)
         kind = np.asarray(self.val(a)).dtype.kind
-        if kind in "biu" and p < 0:
-            # BUG (test_int_negative_power_raises_braze_error): braze raises
-            # NumPy's ValueError at run time, not a BrazeError, and nothing
-            # at all when the result is unused.
-            p = -p
-        if kind == "b" and p == 2:
-            p = 3  # BUG (test_bool_pow_2_dtype): bool ** 2 is int8 in NumPy, int64 in braze
+        # int ** negative (NumPy raises; braze raises a DTypeError while tracing) and
+        # bool ** 2 (int8, NumPy's square fast path) were bugs; kept in the draw.
         t = self.fresh()
         expr = f"{a} ** {p!r}" if self.coin(0.7) else f"np.power({a}, {p!r})"
         if p == 0.5 and not isinstance(self.val(a), np.ndarray):
@@ -1027,18 +1022,8 @@ class _Builder:
             return self.emit(f"{t} = np.zeros_like({a})", f"{t}[{key}] = {self.rhs_for(a, key)}", new=t)
         op = self.choice(["+=", "*=", "-="])
         rhs = self.rhs_for(a, key)
-        try:
-            with _quiet():
-                elem = eval(f"{a}[{key}]", self.env)
-                res = eval(f"elem {op[0]} {rhs}", {**self.env, "elem": elem})
-        except Exception:
-            elem = res = None
-        if elem is not None and not isinstance(elem, np.ndarray) and \
-                not np.can_cast(np.asarray(res).dtype, av.dtype, "same_kind"):
-            # ``a[0] += v`` on one element is get, add, then an unsafe set in
-            # NumPy. BUG (test_element_update_casts_like_numpy): braze applies
-            # the in-place same_kind rule and raises a DTypeError.
-            op = "="
+        # ``a[0] += v`` on one element is get, add, then an unsafe set in NumPy
+        # (test_element_update_casts_like_numpy; a bug until it was fixed).
         return self.emit(f"{t} = {a}.copy()", f"{t}[{key}] {op} {rhs}", new=t)
 
     def op_viewwrite(self, a):
@@ -1052,10 +1037,8 @@ class _Builder:
         if not self.emit(first, f"{t2} = {t1}[{key}]", new=t1):
             return False
         self.vars.append(t2)
-        if not isinstance(self.val(t2), np.ndarray):
-            # An integer index to one element gives a NumPy scalar, a copy.
-            # BUG (test_scalar_element_is_not_a_view): braze writes through it.
-            return True
+        # An integer index to one element gives a NumPy scalar, a copy; writing
+        # to it must not reach the array (test_scalar_element_is_not_a_view).
         v = np.asarray(self.val(t2))
         if v.ndim and self.coin(0.5):
             key2 = self.slice_key(v.ndim)

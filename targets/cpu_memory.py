@@ -94,11 +94,17 @@ def plan(program, slot_of: dict, donated: frozenset, mutable: frozenset) -> Plan
             # with y returned or y an input updated in place: t's write would show through y)
             if owned and last_use.get(target) == k and target not in reads[k][1:] and target not in escaping:
                 result.inplace.add(k)
-                root[produced[k][0]] = target  # the result lives where its input did
+                # The result lives where its input did, and so does every view of it
+                # made later: the buffer stays in use until the last read of any of them.
+                alias = {produced[k][0]}
                 for later in range(k + 1, len(reads)):
-                    if produced[k][0] in reads[later]:
+                    if any(s in alias for s in reads[later]):
                         last_use[target] = later
-                if produced[k][0] in out_index:
+                        if isinstance(steps[later], View):
+                            alias.update(produced[later])
+                for s in alias:
+                    root[s] = target
+                if any(s in out_index or s in escaping for s in alias):
                     escaping.add(target)
                 result.checks_inputs |= target < ninputs
         for s in set(reads[k]):

@@ -200,6 +200,33 @@ def test_verify_reports_errors_per_kernel_and_dtype(fresh):
         braze.testing.check_kernel("braze.test.verify")
 
 
+def test_verify_checks_the_backward_of_kernel_pairs(fresh):
+    """A pair's backward is compared with the gradient derived from the body."""
+    name = "braze.test.verify_pair"
+    make(name)
+
+    def forward(x, *, k):
+        y = np.tanh(x)
+        return y * k, (y,)
+
+    def right(residuals, g, *, k):
+        (y,) = residuals
+        return (g * k * (1 - y * y),)
+
+    def wrong(residuals, g, *, k):
+        (y,) = residuals
+        return (g * k * (1 - y),)
+
+    braze.register_kernel(name, "cpu", forward, backward=right)
+    reports = braze.verify(name, "cpu")
+    assert {r.kernel for r in reports} == {"forward", "forward backward"} and all(r.ok for r in reports)
+    (entry,) = braze.registry.kernels(name, "cpu")
+    braze.registry.unregister(entry)
+    braze.register_kernel(name, "cpu", forward, backward=wrong)
+    bad = [r for r in braze.verify(name, "cpu") if not r.ok]
+    assert bad and all(r.kernel == "forward backward" for r in bad)
+
+
 def test_a_numba_njit_function_is_a_kernel(fresh):
     from numba import njit
 

@@ -80,40 +80,86 @@ def verify(name: str | None = None, targets=None, *, raise_on_error: bool = Fals
                     want = ref(*args)
                 if entry.when is not None and not entry.when(*[_abstract(a) for a in args], **attrs):
                     continue  # this kernel does not apply to this example
-                dtype = np.result_type(*[a for a in args if isinstance(a, np.ndarray)]).name
+                floats = [a for a in args if isinstance(a, np.ndarray) and a.dtype.kind == "f"]
+                dtype = np.result_type(*(floats or [a for a in args if isinstance(a, np.ndarray)])).name
                 rep = by_dtype.setdefault(dtype, Report(cname, entry.label, entry.target, dtype, 0.0, 0.0, 0, True))
                 try:
                     with np.errstate(all="ignore"):
                         got = entry.fn(*args, **attrs)  # this kernel, whatever selection would pick
+                        residuals = None
                         if entry.backward is not None:
-                            got = got[0]  # a kernel pair's forward returns (output, residuals)
+                            got, residuals = got  # a kernel pair's forward returns (output, residuals)
                 except Exception as exc:  # a kernel that raises fails verification
                     rep.ok, rep.detail = False, f"{type(exc).__name__}: {exc}"
                     rep.examples += 1
                     continue
-                for g, w in zip(got if isinstance(want, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
-                    g, w = _host(g), np.asarray(w)
-                    if g.shape != w.shape or g.dtype != w.dtype:
-                        rep.ok, rep.detail = False, f"returned {g.dtype}{list(g.shape)}, body {w.dtype}{list(w.shape)}"
-                        continue
-                    if w.dtype.kind in "biu":
-                        bad = np.count_nonzero(g != w)
-                        rep.max_abs_error = max(rep.max_abs_error, float(bad))
-                        rep.ok &= bad == 0
-                        continue
-                    finite = np.isfinite(w)
-                    if not np.array_equal(np.isnan(g), np.isnan(w)):
-                        rep.ok, rep.detail = False, "NaN positions differ"
-                    err = np.abs(g[finite].astype(np.float64) - w[finite]) if finite.any() else np.zeros(1)
-                    rel = err / np.maximum(np.abs(w[finite]).astype(np.float64), 1.0) if finite.any() else err
-                    rep.max_abs_error = max(rep.max_abs_error, float(err.max(initial=0.0)))
-                    rep.max_rel_error = max(rep.max_rel_error, float(rel.max(initial=0.0)))
-                    rep.ok &= rep.max_rel_error <= _tolerance(w.dtype) * 50
+                _compare(rep, got, want)
                 rep.examples += 1
+                if residuals is not None and all(np.asarray(w).dtype.kind == "f" for w in _tuple(want)):
+                    back = by_dtype.setdefault(dtype + " grad", Report(
+                        cname, entry.label + " backward", entry.target, dtype, 0.0, 0.0, 0, True))
+                    _check_backward(back, entry, call, cname, args, attrs, want, residuals)
             reports.extend(by_dtype.values())
     if raise_on_error and not all(r.ok for r in reports):
         raise CompositeError("kernel verification failed:\n" + "\n".join(str(r) for r in reports if not r.ok))
     return reports
+
+
+def _tuple(value) -> tuple:
+    return value if isinstance(value, tuple) else (value,)
+
+
+def _compare(rep: Report, got, want) -> None:
+    """Fold the differences between a kernel's results and the body's into ``rep``."""
+    for g, w in zip(_tuple(got), _tuple(want)):
+        if w is None:
+            continue
+        g, w = _host(g), np.asarray(w)
+        if g.shape != w.shape or g.dtype != w.dtype:
+            rep.ok, rep.detail = False, f"returned {g.dtype}{list(g.shape)}, body {w.dtype}{list(w.shape)}"
+            continue
+        if w.dtype.kind in "biu":
+            bad = np.count_nonzero(g != w)
+            rep.max_abs_error = max(rep.max_abs_error, float(bad))
+            rep.ok &= bad == 0
+            continue
+        finite = np.isfinite(w)
+        if not np.array_equal(np.isnan(g), np.isnan(w)):
+            rep.ok, rep.detail = False, "NaN positions differ"
+        err = np.abs(g[finite].astype(np.float64) - w[finite]) if finite.any() else np.zeros(1)
+        rel = err / np.maximum(np.abs(w[finite]).astype(np.float64), 1.0) if finite.any() else err
+        rep.max_abs_error = max(rep.max_abs_error, float(err.max(initial=0.0)))
+        rep.max_rel_error = max(rep.max_rel_error, float(rel.max(initial=0.0)))
+        rep.ok &= rep.max_rel_error <= _tolerance(w.dtype) * 50
+
+
+def _check_backward(rep: Report, entry, call, cname: str, args, attrs, want, residuals) -> None:
+    """A kernel pair's backward against the gradient derived from the body (generic
+    target), for a seeded random cotangent; skipped where the body's result is not
+    finite (its gradient is NaN there either way)."""
+    import braze
+
+    if not all(np.isfinite(np.asarray(w)).all() for w in _tuple(want)):
+        return
+    rng = np.random.default_rng(0)
+    cts = tuple(rng.standard_normal(np.shape(w)).astype(np.asarray(w).dtype) for w in _tuple(want))
+    ct = cts if isinstance(want, tuple) else cts[0]
+    try:
+        with braze.disable_kernels(cname), np.errstate(all="ignore"):
+            _, vjp = braze.compile(call, target="generic").vjp(*args)
+            body = vjp(ct)
+        with np.errstate(all="ignore"):
+            got = entry.backward(residuals, ct, **attrs)
+    except Exception as exc:
+        rep.ok, rep.detail = False, f"{type(exc).__name__}: {exc}"
+        rep.examples += 1
+        return
+    if not isinstance(got, (tuple, list)) or len(got) != len(body):
+        rep.ok, rep.detail = False, f"backward returned {len(got) if isinstance(got, (tuple, list)) else got!r} " \
+                                    f"cotangents for {len(body)} arguments"
+    else:
+        _compare(rep, tuple(got), tuple(body))
+    rep.examples += 1
 
 
 def _host(value) -> np.ndarray:

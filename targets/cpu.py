@@ -23,6 +23,7 @@ import os
 import numpy as np  # noqa: E402
 
 from braze.core import NUMPY_IMPL  # noqa: E402
+from braze.ops.index import _index_errors  # noqa: E402
 from braze.fusion import Loop, Program, fuse  # noqa: E402
 from braze.graph import Graph  # noqa: E402
 from braze.passes import inline_composites, run_passes  # noqa: E402
@@ -200,7 +201,7 @@ def _scatter_inplace(x, v, *idx, axes):
     return x
 
 
-_INPLACE = {"update_slice": _update_slice_inplace, "scatter": _scatter_inplace}
+_INPLACE = {"update_slice": _update_slice_inplace, "scatter": _index_errors("scatter", _scatter_inplace)}
 
 
 class CPUTarget(Target):

@@ -3,11 +3,13 @@
 Lowering is the ``cpu`` target's up to the fused program (inline composite
 bodies, fuse); then each ``Loop`` becomes a kernel from ``cuda_codegen``,
 each ``View`` a new (offset, strides) descriptor of the same device buffer,
-``matmul`` a tiled shared-memory kernel (``cuda_matmul``), registered
-composite kernels are called with device arrays, and the remaining externs
-(gathers, scatters, slice updates, concatenation, einsum) run on the host
-with NumPy: their operands are copied to the host and the result back.
-``explain``/``lower`` name every such host step.
+``matmul`` a tiled shared-memory kernel (``cuda_matmul``), slice updates,
+concatenation and ``take_along_axis`` device kernels (strided copies and a
+gather that reports out-of-range indices), registered composite kernels
+are called with device arrays, and the remaining externs (advanced-index
+gathers, scatters, einsum) run on the host with NumPy: their operands are
+copied to the host and the result back. ``explain``/``lower`` name every
+such host step.
 
 Data movement: NumPy inputs are copied to the device once per call and the
 results copied back (NumPy out, like the other targets). If any input is a
@@ -32,7 +34,7 @@ import threading
 import numpy as np
 
 from braze.core import NUMPY_IMPL
-from braze.errors import TargetError, where
+from braze.errors import IndexOutOfRangeError, TargetError, where
 from braze.fusion import Loop, Program, View, fuse
 from braze.graph import Graph
 from braze.passes import inline_composites, run_passes
@@ -242,7 +244,108 @@ def _copy_strided(dev: _Device, arr) -> DArray:
     return out
 
 
+_ASSIGN_SOURCE = """import numpy as np
+from numba import cuda
+
+
+@cuda.jit(cache=True)
+def kernel(o, o_o, {ostrides}a, a_o, {astrides}n, {sizes}):
+    e = np.int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
+    st = np.int64(cuda.gridDim.x) * cuda.blockDim.x
+    while e < n:
+        r = e
+{unravel}
+        o[o_o{oterms}] = a[a_o{aterms}]
+        e += st
+"""
+
+
+def assign(dev: _Device, dst: DArray, src: DArray) -> None:
+    """``dst[...] = src`` on the device, both strided (same shape; the store casts)."""
+    rank = len(dst.shape)
+    n = dst.size
+    if not n:
+        return
+    names = lambda p: "".join(f"{p}{k}, " for k in range(rank))  # noqa: E731
+    src_text = _ASSIGN_SOURCE.format(
+        ostrides=names("os"), astrides=names("as"), sizes=", ".join(f"d{k}" for k in range(rank)) or "_",
+        unravel=_unravel(rank), oterms="".join(f" + i{k} * os{k}" for k in range(rank)),
+        aterms="".join(f" + i{k} * as{k}" for k in range(rank)))
+    kernel = cpu_cache.load(src_text)
+    sizes = list(dst.shape) or [1]
+    kernel[_grid(dev, n), dev.maxt](dst.buf, dst.off, *dst.strides, src.buf, src.off, *src.strides, n, *sizes)
+
+
+_TAKE_SOURCE = """import numpy as np
+from numba import cuda
+
+
+@cuda.jit(cache=True)
+def kernel(o, x, x_o, {xstrides}i, i_o, {istrides}bad, n, {sizes}):
+    e = np.int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
+    st = np.int64(cuda.gridDim.x) * cuda.blockDim.x
+    while e < n:
+        r = e
+{unravel}
+        k = np.int64(i[i_o{iterms}])
+        if k < 0:
+            k += dx
+        if k < 0 or k >= dx:
+            bad[0] = 1
+            k = 0
+        o[e] = x[x_o{xterms} + k * xs{axis}]
+        e += st
+"""
+
+
+def take_along_axis(dev: _Device, x: DArray, idx: DArray, axis: int, aval) -> DArray:
+    """``np.take_along_axis`` on the device; an index out of range raises IndexError
+    (a BrazeError), as NumPy raises."""
+    out = dev.new(tuple(aval.shape), aval.dtype)
+    rank = len(out.shape)
+    n = out.size
+    if not n:
+        return out
+    xs = [s if d != 1 else 0 for s, d in zip(x.strides, x.shape)]
+    ist = [s if d != 1 else 0 for s, d in zip(idx.strides, idx.shape)]
+    names = lambda p: "".join(f"{p}{k}, " for k in range(rank))  # noqa: E731
+    src_text = _TAKE_SOURCE.format(
+        xstrides=names("xs"), istrides=names("is"), sizes=", ".join(f"d{k}" for k in range(rank)) + ", dx",
+        unravel=_unravel(rank), axis=axis,
+        iterms="".join(f" + i{k} * is{k}" for k in range(rank)),
+        xterms="".join(f" + i{k} * xs{k}" for k in range(rank) if k != axis))
+    kernel = cpu_cache.load(src_text)
+    bad = dev.cuda.to_device(np.zeros(1, np.int32))
+    kernel[_grid(dev, n), dev.maxt](out.buf, x.buf, x.off, *xs, idx.buf, idx.off, *ist, bad, n, *out.shape,
+                                    x.shape[axis])
+    if bad.copy_to_host()[0]:
+        raise IndexOutOfRangeError(
+            f"take_along_axis: an index is out of range for axis {axis} of size {x.shape[axis]} "
+            f"(array {x.dtype}{list(x.shape)}, indices {idx.dtype}{list(idx.shape)}){where()}; "
+            "indices must lie in [-size, size), as NumPy requires")
+    return out
+
+
 # ---------------------------------------------------------------- views
+def _sliced(x: DArray, slices) -> DArray:
+    """The (start, stop, step) region of ``x``, as strides over its buffer."""
+    off, shape, strides = x.off, [], []
+    for (start, stop, step), d, s in zip(slices, x.shape, x.strides):
+        r = range(*slice(start, stop, step).indices(d))
+        if len(r):
+            off += r.start * s
+        shape.append(len(r))
+        strides.append(s * r.step)
+    return DArray(x.buf, off, shape, strides, x.dtype)
+
+
+def contiguous_copy(dev: _Device, value: DArray) -> DArray:
+    """A new C-contiguous buffer holding ``value`` (never ``value``'s own buffer)."""
+    out = dev.new(value.shape, value.dtype)
+    assign(dev, out, value)
+    return out
+
+
 def view(dev: _Device, node, x: DArray) -> DArray:
     """A layout op as a new descriptor of the same buffer (reshape of a
     non-contiguous value copies first)."""
@@ -256,14 +359,7 @@ def view(dev: _Device, node, x: DArray) -> DArray:
         strides = [0] * lead + [s if d != 1 else 0 for s, d in zip(x.strides, x.shape)]
         return DArray(x.buf, x.off, shape, strides, x.dtype)
     if op == "slice":
-        off, shape, strides = x.off, [], []
-        for (start, stop, step), d, s in zip(kw["slices"], x.shape, x.strides):
-            r = range(*slice(start, stop, step).indices(d))
-            if len(r):
-                off += r.start * s
-            shape.append(len(r))
-            strides.append(s * r.step)
-        return DArray(x.buf, off, shape, strides, x.dtype)
+        return _sliced(x, kw["slices"])
     if op == "reshape":
         x = contiguous(dev, x)
         shape = tuple(kw["shape"])
@@ -431,6 +527,33 @@ def _extern_runner(dev: _Device, node, slot_of: dict):
             slots[out] = slots[ins[0]][node.kw["index"]]
 
         return run, "result of a multi-result kernel"
+    if node.op == "update_slice":
+        def run(slots, ctx):
+            out_value = contiguous_copy(dev, slots[ins[0]])
+            assign(dev, _sliced(out_value, node.kw["slices"]), slots[ins[1]])
+            slots[out] = out_value
+
+        return run, "copy and strided write kernels"
+    if node.op == "concatenate":
+        axis = node.kw["axis"]
+
+        def run(slots, ctx):
+            out_value = dev.new(tuple(node.aval.shape), node.aval.dtype)
+            start = 0
+            for i in ins:
+                part = slots[i]
+                stop = start + part.shape[axis]
+                region = tuple((start, stop, 1) if d == axis else (0, n, 1) for d, n in enumerate(node.aval.shape))
+                assign(dev, _sliced(out_value, region), part)
+                start = stop
+            slots[out] = out_value
+
+        return run, "strided write kernels"
+    if node.op == "take_along_axis":
+        def run(slots, ctx):
+            slots[out] = take_along_axis(dev, slots[ins[0]], slots[ins[1]], node.kw["axis"], node.aval)
+
+        return run, "gather kernel"
     fn = NUMPY_IMPL[node.op]
     params = node.kw
 

@@ -83,7 +83,7 @@ def test_copy_and_matmul_kernels_compile_to_ptx():
     from numba import cuda, types
 
     from braze.targets import cpu_cache, cuda_matmul
-    from braze.targets.cuda import _COPY_SOURCE, _unravel
+    from braze.targets.cuda import _ASSIGN_SOURCE, _COPY_SOURCE, _TAKE_SOURCE, _unravel
 
     i64 = types.int64
     for dt in (np.float32, np.float64):
@@ -95,3 +95,13 @@ def test_copy_and_matmul_kernels_compile_to_ptx():
     kernel = cpu_cache.load(src)
     arr = types.Array(types.int16, 1, "C")
     assert ".entry" in cuda.compile_ptx(kernel.py_func, (arr, i64, i64, i64, arr, i64, i64, i64), cc=(8, 0))[0]
+    src = _ASSIGN_SOURCE.format(ostrides="os0, os1, ", astrides="as0, as1, ", sizes="d0, d1", unravel=_unravel(2),
+                                oterms=" + i0 * os0 + i1 * os1", aterms=" + i0 * as0 + i1 * as1")
+    f64, b = types.Array(types.float64, 1, "C"), types.Array(types.boolean, 1, "C")
+    sig = (f64, i64, i64, i64, b, i64, i64, i64, i64, i64, i64)  # a bool value stored into a float array
+    assert ".entry" in cuda.compile_ptx(cpu_cache.load(src).py_func, sig, cc=(8, 0))[0]
+    src = _TAKE_SOURCE.format(xstrides="xs0, xs1, ", istrides="is0, is1, ", sizes="d0, d1, dx", unravel=_unravel(2),
+                              axis=1, iterms=" + i0 * is0 + i1 * is1", xterms=" + i0 * xs0")
+    sig = (f64, f64, i64, i64, i64, types.Array(types.int64, 1, "C"), i64, i64, i64,
+           types.Array(types.int32, 1, "C"), i64, i64, i64, i64)
+    assert ".entry" in cuda.compile_ptx(cpu_cache.load(src).py_func, sig, cc=(8, 0))[0]

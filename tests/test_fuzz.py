@@ -1546,8 +1546,6 @@ def test_bool_pow_2_dtype(target):
 
 
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.xfail(strict=True, reason="BUG: an out-of-range index in an index *input* raises NumPy's "
-                   "IndexError, not a BrazeError")
 def test_runtime_index_error_is_a_braze_error(target):
     def prog(x, i):
         return x[i]

@@ -28,6 +28,7 @@ from .errors import (
     CompositeError,
     ConcretizationError,
     DTypeError,
+    IndexOutOfRangeError,
     ShapeError,
     TargetError,
     TraceError,
@@ -58,7 +59,7 @@ def explain(fn, *args, **kwargs) -> str:
 
 __all__ = [
     "BrazeError", "CacheInfo", "Compiled", "Composite", "CompositeError", "ConcretizationError",
-    "DTypeError", "Graph", "Lowered", "Node", "ShapeError", "TargetError", "TraceError",
+    "DTypeError", "Graph", "IndexOutOfRangeError", "Lowered", "Node", "ShapeError", "TargetError", "TraceError",
     "UnsupportedOpError", "KernelError", "bind", "cache_info", "clear_cache", "compile",
     "disable_kernels", "explain", "grad", "value_and_grad", "vjp", "GradientTape", "GradientError",
     "stop_gradient", "register_kernel", "set_log", "verify", "testing", "composite", "numpy", "trace",

@@ -75,5 +75,9 @@ class CompositeError(BrazeError):
     """A malformed composite op: bad name, attributes, or kernel signature."""
 
 
+class IndexOutOfRangeError(BrazeError, IndexError):
+    """An index array held a value out of range (known only when the program runs)."""
+
+
 class TraceError(BrazeError):
     """A misuse of tracing itself, such as a tracer that escaped its trace."""

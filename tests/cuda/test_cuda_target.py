@@ -246,3 +246,27 @@ def test_repeated_calls_reuse_buffers_without_mixing_results():
     db = g(cuda.to_device(b))
     assert_same(da[0].copy_to_host(), f(a)[0])
     assert_same(db[0].copy_to_host(), f(b)[0])
+
+
+def test_device_externs_update_concatenate_take_along_axis():
+    def f(x, i):
+        t = x * 2.0
+        t[1:, ::2] = np.tanh(x[:-1, ::2])
+        c = np.concatenate([t, x.astype(np.float32)[:2]], axis=0)
+        return c, np.take_along_axis(x, i, axis=-1) + 1.0, np.concatenate([x, x], axis=1)
+
+    x = _f64(4, 5)
+    i = np.array([[0], [4], [-1], [2]])
+    check(f, x, i, target="cuda")
+    text = braze.explain(braze.compile(f, target="cuda"), x, i)
+    assert "on the host" not in text and "gather kernel" in text and "strided write kernels" in text
+
+
+def test_take_along_axis_out_of_range_is_a_clear_error():
+    f = braze.compile(lambda x, i: np.take_along_axis(x, i, axis=-1), target="cuda")
+    x = _f64(2, 3)
+    with pytest.raises(braze.BrazeError, match="out of range for axis 1 of size 3"):
+        f(x, np.array([[0], [3]]))
+    with pytest.raises(IndexError):
+        f(x, np.array([[-4], [0]]))
+    assert_same(f(x, np.array([[2], [-3]])), np.take_along_axis(x, np.array([[2], [-3]]), axis=-1))

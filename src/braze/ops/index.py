@@ -13,7 +13,7 @@ import numpy as np
 
 from ..aval import Aval
 from ..core import declare
-from ..errors import DTypeError, ShapeError, where
+from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, where
 from ._util import broadcast_shapes
 
 
@@ -123,6 +123,27 @@ def _take_along_axis_abstract(x: Aval, idx: Aval, *, axis):
 def _take_along_axis_impl(x, idx, *, axis):
     return np.take_along_axis(np.asarray(x), idx, axis=axis)
 
+
+def _index_errors(op: str, fn):
+    """``fn`` raising IndexOutOfRangeError (a BrazeError) where NumPy raises
+    IndexError: index values are only known when the program runs."""
+    def impl(*args, **params):
+        try:
+            return fn(*args, **params)
+        except IndexError as exc:
+            shapes = ", ".join(f"{np.asarray(a).dtype}{list(np.shape(a))}" for a in args)
+            raise IndexOutOfRangeError(
+                f"{op}: {exc} (operands {shapes}){where()}; index values must lie in [-size, size) "
+                "of the axis they index, as NumPy requires") from None
+
+    impl.__name__ = fn.__name__
+    return impl
+
+
+_gather_impl = _index_errors("gather", _gather_impl)
+_scatter_impl = _index_errors("scatter", _scatter_impl)
+_scatter_add_impl = _index_errors("scatter_add", _scatter_add_impl)
+_take_along_axis_impl = _index_errors("take_along_axis", _take_along_axis_impl)
 
 declare("slice", "index", abstract=_slice_abstract, impl=_slice_impl)
 declare("update_slice", "index", abstract=_update_slice_abstract, impl=_update_slice_impl)

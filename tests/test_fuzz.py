@@ -1650,3 +1650,23 @@ def test_slice_update_in_place_keeps_buffer_for_later_views():
     for target in TARGETS:
         got = braze.compile(braze.grad(prog), target=target)(x0.copy())
         assert np.array_equal(got, want), (target, got)  # cpu gave [2, 2304]
+
+
+def test_kernels_that_depend_on_each_other_in_a_cycle_are_split():
+    """Found by the long profile (seed 4): fusion grouped nodes so that kernel A
+    computed a value kernel B read while A also read a value computed from B
+    (no cycle among the nodes, one among the kernels); ordering the kernels
+    failed with an IndexError. Such a kernel is now split."""
+    def prog(x0, x1):
+        t0 = x0.T
+        t1 = np.tanh(x1)
+        t3 = t0 + (t1 + t1)
+        return (t3 * t0).sum()
+
+    for shape in ((1, 1), (3, 3)):
+        x0, x1 = np.linspace(-1, 1, shape[0] * shape[1]).reshape(shape), np.linspace(0.5, -0.5, shape[1])
+        want = braze.grad(prog, argnums=(0, 1))(x0, x1)
+        for target in TARGETS:
+            got = braze.compile(braze.grad(prog, argnums=(0, 1)), target=target)(x0, x1)
+            for g, w in zip(got, want):
+                np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)

@@ -300,6 +300,32 @@ def fuse(graph: Graph) -> Program:
     groups = _merge_siblings(groups, group_of)
 
     # One step per group, extern and view; then order the steps topologically.
+    # Kernels run as wholes, so groups can depend on each other in a cycle even
+    # where their nodes do not (g1 computes a value g2 reads, and reads a value
+    # computed from g2); the absorb checks above follow nodes, not groups. Such
+    # a group is split into one kernel per node and the order is tried again.
+    while True:
+        steps, order = _order_steps(nodes, group_of)
+        if order is not None:
+            break
+        blocked = _blocked_groups(steps)
+        assert blocked, "a cycle among single-node steps: the graph itself is cyclic"
+        for group in blocked:
+            _split(group, groups, group_of, spaces)
+    for k in order:
+        group, members = steps[k]
+        if group is None:
+            node = members[0]
+            step = View(name("v"), node) if node.op in LAYOUT_OPS else Extern(name("x"), node)
+        else:
+            step = _make_loop(name("k"), group, members, spaces, consumers, graph_outputs)
+        program.steps.append(step)
+    return program
+
+
+def _order_steps(nodes, group_of) -> tuple[list, list | None]:
+    """Steps (group, members) in program order, and a topological order of them
+    (None if the groups depend on each other in a cycle)."""
     steps, step_of = [], {}
     for node in nodes:
         if node.op in SOURCE_OPS or id(node) in step_of:
@@ -322,18 +348,37 @@ def fuse(graph: Graph) -> Program:
     done, order = set(), []
     while len(order) < len(steps):
         ready = [k for k in range(len(steps)) if k not in done and deps[k] <= done]
+        if not ready:
+            return [st for k, st in enumerate(steps) if k not in done], None
         k = ready[0]  # earliest in program order first
         done.add(k)
         order.append(k)
-    for k in order:
-        group, members = steps[k]
-        if group is None:
-            node = members[0]
-            step = View(name("v"), node) if node.op in LAYOUT_OPS else Extern(name("x"), node)
-        else:
-            step = _make_loop(name("k"), group, members, spaces, consumers, graph_outputs)
-        program.steps.append(step)
-    return program
+    return steps, order
+
+
+def _blocked_groups(remaining) -> list:
+    """The multi-node groups among steps that could not be ordered."""
+    return [group for group, members in remaining if group is not None and len(group.nodes) > 1]
+
+
+def _split(group: _Group, groups: list, group_of: dict, spaces: dict) -> None:
+    """Dissolve ``group`` into one group per node (layout ops become views)."""
+    groups.remove(group)
+    for node in group.nodes:
+        group_of.pop(id(node), None)
+        spaces.pop(id(node), None)
+    for node in group.nodes:
+        if node.op in LAYOUT_OPS:
+            continue
+        single = _Group(node)
+        space = single.space_of(node, [], spaces)
+        if space is None:
+            continue
+        single.members.add(id(node))
+        single.nodes.append(node)
+        spaces[id(node)] = space
+        group_of[id(node)] = single
+        groups.append(single)
 
 
 def _evict_dangling_layouts(group: _Group, group_of: dict, spaces: dict) -> None:

@@ -48,6 +48,7 @@ from .scalar import cast, literal, np_type
 MAXT = 256        # threads per block of row and global kernels (a power of two)
 ROWCAP = 1024     # elements of a row kept in shared memory per cached leaf
 SHARED_BUDGET = 32 * 1024  # bytes of shared memory for cached rows per block
+SHARED_LIMIT = 46 * 1024   # static shared memory per block we allow ourselves (CUDA: 48 KiB)
 
 HEADER = """import numpy as np
 from numba import cuda
@@ -289,7 +290,10 @@ class _CudaGen(_Gen):
         self._names = 0
         self.consts, self.const_names = [], {}
         self._rows_body(_Writer())
-        budget = SHARED_BUDGET
+        # Static shared memory is limited to 48 KiB per block: the reduction
+        # arrays come first, cached rows get what is left (up to SHARED_BUDGET).
+        trees = sum(MAXT * dt.itemsize for red in self._all_reductions() for _sfx, dt in self._parts(red))
+        budget = min(SHARED_BUDGET, SHARED_LIMIT - trees)
         for k in sorted(self.uses):
             if len(self.uses[k]) < 2:
                 continue

@@ -368,15 +368,34 @@ def view(dev: _Device, node, x: DArray) -> DArray:
 
 
 # ---------------------------------------------------------------- loops
-def _launch_config(dev: _Device, skeleton: str, n: int, no: int, ni: int) -> tuple[int, int]:
+# A row loop runs split (several blocks per row) when it has fewer rows than
+# this many per SM and rows long enough to give each block SPLIT_MIN elements.
+SPLIT_ROWS_PER_SM = 2
+SPLIT_MIN = 8 * MAXT
+
+
+def _skeleton(dev: _Device, loop: Loop, no: int, ni: int) -> str:
+    """Which kernel runs ``loop`` at these sizes: elementwise, rows (a block per
+    row) or split (several blocks per row; full reductions always)."""
+    if not loop.ninner:
+        return "elementwise"
+    if not loop.outer:
+        return "split"
+    return "split" if no < SPLIT_ROWS_PER_SM * dev.sms and ni >= 2 * SPLIT_MIN else "rows"
+
+
+def _launch_config(dev: _Device, skeleton: str, n: int, no: int, ni: int) -> tuple[int, int, int]:
+    """(blocks, threads, blocks per row) for a launch at these sizes."""
     if skeleton == "elementwise":
-        return _grid(dev, n), dev.maxt
+        return _grid(dev, n), dev.maxt, 1
     threads = 32
     while threads < min(ni, dev.maxt):
         threads *= 2
     if skeleton == "rows":
-        return max(1, min(no, 1 << 20)), threads
-    return max(1, min((n + dev.maxt - 1) // dev.maxt, dev.sms * 4)), dev.maxt
+        return max(1, min(no, 1 << 20)), threads, 1
+    # split: enough blocks in all to fill the GPU a few times, at most one per SPLIT_MIN elements of a row
+    per_row = max(1, min(-(-ni // SPLIT_MIN), -(-dev.sms * 8 // max(no, 1))))
+    return max(no, 1) * per_row, threads, per_row
 
 
 class _Ctx:
@@ -415,19 +434,19 @@ class _LoopRunner:
         self.bases = [slot_of[id(leaf.inputs[0] if leaf.op == "broadcast_to" else leaf)] for leaf in loop.leaves]
         self.out_slots = [slot_of[id(o)] for o in loop.outputs]
         self.variants: dict = {}
-        probe = generate(loop, (False,) * len(loop.leaves))
-        self.leaf_shapes = probe.leaf_shapes
-        self.skeleton = "elementwise" if not loop.ninner else ("rows" if loop.outer else "global")
         self.domain = tuple(int(d) for d in loop.domain)
         self.n = int(np.prod(self.domain, dtype=np.int64))
         self.no = int(np.prod(loop.outer, dtype=np.int64))
         self.ni = int(np.prod(self.domain[len(loop.outer):], dtype=np.int64)) if loop.ninner else 1
+        self.skeleton = _skeleton(dev, loop, self.no, self.ni)
+        probe = generate(loop, (False,) * len(loop.leaves), self.skeleton)
+        self.leaf_shapes = probe.leaf_shapes
         self.source = probe.source
 
     def _kernel(self, flat: tuple[bool, ...]):
         ks = self.variants.get(flat)
         if ks is None:
-            ks = generate(self.loop, flat)
+            ks = generate(self.loop, flat, self.skeleton)
             ks.kernel = cpu_cache.load(ks.source)
             ks.consts_values = tuple(np.asarray(c.kw["value"].value).astype(c.aval.dtype)[()] for c in ks.consts)
             self.variants[flat] = ks
@@ -459,22 +478,24 @@ class _LoopRunner:
             value = ctx.buffer(slot, spec, tuple(o.aval.shape), o.aval.dtype)
             slots[slot] = value
             outs.append(value.buf)
-        sizes = [self.n, self.no, self.ni] + list(self.domain)
-        blocks, threads = _launch_config(dev, self.skeleton, self.n, self.no, self.ni)
-        if self.skeleton == "global":
+        blocks, threads, per_row = _launch_config(dev, self.skeleton, self.n, self.no, self.ni)
+        if self.skeleton == "split":
             parts = []
             for red_parts in ks.parts:
                 for _sfx, dt in red_parts:
-                    parts += [dev.empty(blocks, dt), dev.empty(1, dt)]
-            npasses = ks.npasses
+                    parts += [dev.empty(blocks, dt), dev.empty(self.no, dt)]
+            sizes = [self.n, self.no, self.ni, per_row] + list(self.domain)
             common = args + outs + parts + sizes + list(ks.consts_values)
-            for p in range(1, npasses + 1):
-                ks.kernel[blocks, threads](p, *common)
-                ks.kernel[1, threads](npasses + p, *common)
-            ks.kernel[blocks, threads](0, *common)
+            if self.no == 0:
+                return
+            for p in range(1, ks.npasses + 1):
+                ks.kernel[blocks, threads](p, *common)  # partials: per_row blocks per row
+                ks.kernel[self.no, threads](ks.npasses + p, *common)  # a block per row combines them
+            ks.kernel[_grid(dev, max(self.n, self.no)), threads](0, *common)
             return
         if self.n == 0 and not (self.skeleton == "rows" and self.no):
             return
+        sizes = [self.n, self.no, self.ni] + list(self.domain)
         ks.kernel[blocks, threads](*args, *outs, *sizes, *ks.consts_values)
 
 
@@ -681,7 +702,7 @@ def lower_program(program: Program) -> Executable:
 
 
 # ---------------------------------------------------------------- checking without a GPU
-def compile_ptx(loop: Loop, flat: tuple[bool, ...] | None = None, cc=(8, 0)) -> str:
+def compile_ptx(loop: Loop, flat: tuple[bool, ...] | None = None, cc=(8, 0), skeleton: str | None = None) -> str:
     """PTX for ``loop``'s kernel, compiled for real hardware by numba.cuda and
     NVVM with the argument types a launch passes. Needs no GPU (nor the
     simulator): the tests use it to check that every generated kernel
@@ -690,21 +711,22 @@ def compile_ptx(loop: Loop, flat: tuple[bool, ...] | None = None, cc=(8, 0)) -> 
     from numba.np.numpy_support import from_dtype
 
     flat = (False,) * len(loop.leaves) if flat is None else tuple(flat)
-    ks = generate(loop, flat)
+    ks = generate(loop, flat, skeleton)
+    split = "def kernel(phase," in ks.source
     kernel = cpu_cache.load(ks.source)
 
     def array(dtype):
         return types.Array(from_dtype(np.dtype(dtype)), 1, "C")
 
-    sig = [types.int64] if loop.ninner and not loop.outer else []
+    sig = [types.int64] if split else []
     for k, leaf in enumerate(loop.leaves):
         sig += [array(leaf.aval.dtype), types.int64] + [types.int64] * len(ks.leaf_shapes[k])
     sig += [array(o.aval.dtype) for o in loop.outputs]
-    if loop.ninner and not loop.outer:
+    if split:
         for red_parts in ks.parts:
             for _sfx, dt in red_parts:
                 sig += [array(dt), array(dt)]
-    sig += [types.int64] * (3 + len(loop.domain))
+    sig += [types.int64] * (3 + split + len(loop.domain))
     sig += [from_dtype(np.dtype(c.aval.dtype)) for c in ks.consts]
     # numba compiles the device functions a kernel calls (cuda_runtime) for the
     # current device's compute capability, which asks the driver; without one,

@@ -27,11 +27,12 @@ Three skeletons, one kernel function each (``kernel``):
   row values are computed by every thread between stages. Leaves read in
   more than one stage are kept in shared memory when the row fits
   (``ROWCAP`` elements), so a softmax reads each row from memory once.
-* **global** (reduced axes only: full reductions): each stage is two
-  launches of the same kernel, told apart by ``phase``: blocks reduce a
-  grid-stride share of the elements to one partial each, then one block
-  combines the partials into the stage's result; a last phase writes the
-  full outputs and the scalar results.
+* **split** (full reductions, and rows too few and too long to fill the
+  GPU with one block each): each stage is two launches of the same kernel,
+  told apart by ``phase``: ``ng`` blocks per row each reduce every
+  ``ng``-th stretch of the row to a partial, then a block per row combines
+  them into the stage's result; a last phase writes the outputs, a
+  grid-stride loop over the elements.
 """
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ from braze.graph import Node
 from .cpu_codegen import KernelSource, _Gen, _Writer, _acc_dtype
 from .scalar import cast, literal, np_type
 
-MAXT = 256        # threads per block of row and global kernels (a power of two)
+MAXT = 256        # threads per block of row and split kernels (a power of two)
 ROWCAP = 1024     # elements of a row kept in shared memory per cached leaf
 SHARED_BUDGET = 32 * 1024  # bytes of shared memory for cached rows per block
 SHARED_LIMIT = 46 * 1024   # static shared memory per block we allow ourselves (CUDA: 48 KiB)
@@ -68,17 +69,19 @@ def _to_cuda(text: str) -> str:
     return _VECTOR_MATH.sub(lambda m: f"math.{m.group(1)}(", text)
 
 
-def generate(loop: Loop, flat: tuple[bool, ...]) -> KernelSource:
-    return _CudaGen(loop, flat).build()
+def generate(loop: Loop, flat: tuple[bool, ...], skeleton: str | None = None) -> KernelSource:
+    """The kernel for ``loop`` with these leaves flat; ``skeleton`` "split" for a
+    loop with reduced axes runs several blocks per row (few, long rows)."""
+    return _CudaGen(loop, flat, skeleton).build()
 
 
 class _CudaGen(_Gen):
-    def __init__(self, loop: Loop, flat: tuple[bool, ...]):
+    def __init__(self, loop: Loop, flat: tuple[bool, ...], skeleton: str | None = None):
         super().__init__(loop, "kernel")
         self.has_trig = False  # libdevice sin/cos are exact over the whole range
         self.flat = flat
         self.flat_expr = "e"
-        self.skeleton = "elementwise" if not self.r else ("rows" if self.od else "global")
+        self.skeleton = skeleton or ("elementwise" if not self.r else ("rows" if self.od else "split"))
         self.cache_rows: dict[int, str] = {}   # leaf index -> shared array name
         self.first_pass: dict[int, int] = {}   # leaf index -> the pass that stores it
         self.pass_now = 0
@@ -280,7 +283,7 @@ class _CudaGen(_Gen):
         src = HEADER + self._function(body)
         ks = KernelSource(src, list(self.loop.leaves), list(self.loop.outputs), list(self.consts),
                           self.leaf_shapes)
-        ks.parts = [self._parts(red) for red in self._all_reductions()]  # global kernels' partial arrays
+        ks.parts = [self._parts(red) for red in self._all_reductions()]  # split kernels' partial arrays
         ks.npasses = self.npasses
         return ks
 
@@ -307,15 +310,15 @@ class _CudaGen(_Gen):
 
     def _function(self, body: _Writer) -> str:
         loop = self.loop
-        args = ["phase"] if self.skeleton == "global" else []
+        args = ["phase"] if self.skeleton == "split" else []
         for k, n in enumerate(loop.leaves):
             args += [f"a{k}", f"a{k}_o"] + [f"a{k}_s{i}" for i in range(len(self.leaf_shapes[k]))]
         args += [f"o{k}" for k in range(len(loop.outputs))]
-        if self.skeleton == "global":
+        if self.skeleton == "split":
             for red in self._all_reductions():
                 for sfx, _ in self._parts(red):
                     args += [f"p{self._red_index(red)}{sfx}", f"q{self._red_index(red)}{sfx}"]
-        args += ["n", "no", "ni"] + [f"d{k}" for k in range(self.R)]
+        args += ["n", "no", "ni"] + (["ng"] if self.skeleton == "split" else []) + [f"d{k}" for k in range(self.R)]
         args += [f"c{k}" for k in range(len(self.consts))]
         text = _to_cuda("\n".join(body.lines))
         return f"\n\n@cuda.jit(cache=True)\ndef kernel({', '.join(args)}):\n{text}\n"
@@ -420,45 +423,59 @@ class _CudaGen(_Gen):
         w("row += cuda.gridDim.x")
         w.dedent()
 
-    def _global_body(self, w: _Writer) -> None:
-        """Phases: 1..P reduce stage p to one partial per block; P+1..2P combine
-        stage p's partials in block 0; 0 writes the outputs."""
+    def _split_body(self, w: _Writer) -> None:
+        """Several blocks per row (``ng`` of them), in phases: 1..P reduce stage
+        p, one partial per block; P+1..2P combine each row's partials (a block
+        per row); 0 writes the outputs (grid-stride over the elements).
+        Full reductions are this with one row."""
         reds_all = self._all_reductions()
         accs = {id(r): f"acc{k}" for k, r in enumerate(reds_all)}
         P = self.npasses
-        self.flat_expr = "j"
+        self.flat_expr = "rb + j"
         w("tid = cuda.threadIdx.x")
         w("T = cuda.blockDim.x")
-        w("blk = cuda.blockIdx.x")
+        w("blk = np.int64(cuda.blockIdx.x)")
         self._shared(w, reds_all, accs)
-        names = [f"j{k}" for k in range(self.R)]
-        sizes = [f"d{k}" for k in range(self.R)]
+        inner_names = [f"j{k}" for k in range(self.nin)]
+        inner_sizes = [f"d{self.od + k}" for k in range(self.nin)]
+        outer_names = [f"i{k}" for k in range(self.od)]
+        outer_sizes = [f"d{k}" for k in range(self.od)]
 
         def known(upto: int, out: _Writer, env: dict) -> None:
-            """Results of stages 1..upto, read back from their q arrays."""
+            """Results of stages 1..upto for this row, read back from their q arrays."""
             self._row_env(out, env, 0)
             for p in range(1, upto + 1):
                 for red in self._reductions(p):
                     k = self._red_index(red)
                     for sfx, _ in self._parts(red):
-                        out(f"{accs[id(red)]}{sfx} = q{k}{sfx}[0]")
+                        out(f"{accs[id(red)]}{sfx} = q{k}{sfx}[row]")
                     var = self._fresh("red")
                     out(f"{var} = {self._acc_result(red, accs[id(red)])}")
                     env[id(red)] = var
                 self._row_env(out, env, p)
 
+        def emit_block(lines: list[str], indices_from: str) -> None:
+            """Unravel row and j (as used by ``lines``), then the lines."""
+            text = "\n".join(lines)
+            unr = self._sub_writer()
+            self._emit_unravel(unr, "row", outer_names, outer_sizes, text)
+            self._emit_unravel(unr, "j", inner_names, inner_sizes, text)
+            for line in unr.lines + lines:
+                w(line)
+
         for p in range(1, P + 1):
             reds = self._reductions(p)
-            # level 1: partials per block
+            # level 1: block blk works on row blk // ng, on every ng-th stretch of T elements
             w(f"{'if' if p == 1 else 'elif'} phase == {p}:")
             w.indent()
+            w("row = blk // ng")
+            w("rb = row * ni")
             env: dict = {"__lines__": []}
             pre = self._sub_writer()
             self.pass_now = p
             known(p - 1, pre, env)
             for red in reds:
-                for line in self._acc_init(red, accs[id(red)]):
-                    pre(line)
+                pre.lines += self._acc_init(red, accs[id(red)])
             inner_env = dict(env)
             inner_env["__lines__"] = []
             lines = []
@@ -469,16 +486,19 @@ class _CudaGen(_Gen):
                 lines += inner_env["__lines__"]
                 inner_env["__lines__"] = []
                 lines += self._acc_update(red, value, accs[id(red)], "j")
-            for line in pre.lines:
+            text = "\n".join(pre.lines + lines)
+            unr = self._sub_writer()
+            self._emit_unravel(unr, "row", outer_names, outer_sizes, text)
+            for line in unr.lines + pre.lines:
                 w(line)
-            w("j = np.int64(blk) * T + tid")
-            w("while j < n:")
+            w("j = (blk - row * ng) * T + tid")
+            w("while j < ni:")
             w.indent()
             unr = self._sub_writer()
-            self._emit_unravel(unr, "j", names, sizes, "\n".join(lines))
+            self._emit_unravel(unr, "j", inner_names, inner_sizes, "\n".join(lines))
             for line in unr.lines + lines:
                 w(line)
-            w("j += np.int64(cuda.gridDim.x) * T")
+            w("j += ng * T")
             w.dedent()
             self._block_reduce(w, reds, accs)
             w("if tid == 0:")
@@ -489,22 +509,23 @@ class _CudaGen(_Gen):
                     w(f"p{k}{sfx}[blk] = {accs[id(red)]}{sfx}")
             w.dedent()
             w.dedent()
-            # level 2: block 0 combines the partials
+            # level 2: one block per row combines the row's ng partials
             w(f"elif phase == {P + p}:")
             w.indent()
+            w("row = blk")
             for red in reds:
                 for line in self._acc_init(red, accs[id(red)]):
                     w(line)
-            w("j = np.int64(tid)")
-            w(f"while j < p{self._red_index(reds[0])}.shape[0]:")
+            w("t = np.int64(tid)")
+            w("while t < ng:")
             w.indent()
             for red in reds:
                 k, acc = self._red_index(red), accs[id(red)]
                 for sfx, _ in self._parts(red):
-                    w(f"{acc}_o{sfx} = p{k}{sfx}[j]")
+                    w(f"{acc}_o{sfx} = p{k}{sfx}[row * ng + t]")
                 for line in self._combine(red, acc, f"{acc}_o"):
                     w(line)
-            w("j += T")
+            w("t += T")
             w.dedent()
             self._block_reduce(w, reds, accs)
             w("if tid == 0:")
@@ -512,46 +533,51 @@ class _CudaGen(_Gen):
             for red in reds:
                 k = self._red_index(red)
                 for sfx, _ in self._parts(red):
-                    w(f"q{k}{sfx}[0] = {accs[id(red)]}{sfx}")
+                    w(f"q{k}{sfx}[row] = {accs[id(red)]}{sfx}")
             w.dedent()
             w.dedent()
-        # phase 0: the outputs
+        # phase 0: the outputs, a grid-stride loop over every element
         if P:
             w("else:")
             w.indent()
         env = {"__lines__": []}
-        pre = self._sub_writer()
+        body = self._sub_writer()
         self.pass_now = P + 1
-        known(P, pre, env)
-        for line in pre.lines:
-            w(line)
-        if self.full_outputs:
-            inner_env = dict(env)
+        body("row = e // ni if ni else e")
+        body("j = e - row * ni")
+        body("rb = row * ni")
+        known(P, body, env)
+        inner_env = dict(env)
+        inner_env["__lines__"] = []
+        full = []
+        for out in self.full_outputs:
+            value = self._value(out, inner_env)
+            full += inner_env["__lines__"]
             inner_env["__lines__"] = []
-            lines = []
-            for out in self.full_outputs:
-                value = self._value(out, inner_env)
-                lines += inner_env["__lines__"]
-                inner_env["__lines__"] = []
-                lines.append(f"o{self.out_index[id(out)]}[j] = {value}")
-            w("j = np.int64(blk) * T + tid")
-            w("while j < n:")
-            w.indent()
-            unr = self._sub_writer()
-            self._emit_unravel(unr, "j", names, sizes, "\n".join(lines))
-            for line in unr.lines + lines:
-                w(line)
-            w("j += np.int64(cuda.gridDim.x) * T")
-            w.dedent()
+            full.append(f"o{self.out_index[id(out)]}[e] = {value}")
+        if full:
+            body("if j < ni:")  # (rows of no elements: e counts rows, and there is nothing to write)
+            body.lines += ["    " + line for line in full]
         tail = self._sub_writer()
         for out in self.row_outputs:
             value = env[id(out)] if id(out) in env else self._value_now(tail, out, env)
-            tail(f"o{self.out_index[id(out)]}[0] = {value}")
+            tail(f"o{self.out_index[id(out)]}[row] = {value}")
         if tail.lines:
-            w("if blk == 0 and tid == 0:")
-            w.indent()
-            for line in tail.lines:
-                w(line)
-            w.dedent()
+            body("if j == 0:")
+            body.lines += ["    " + line for line in tail.lines]
+        w("e = blk * T + tid")
+        w("while e < (n if ni else no):")  # rows of no elements still write their results
+        w.indent()
+        text = "\n".join(body.lines)
+        unr = self._sub_writer()
+        lines = body.lines[:3]
+        for line in lines:
+            w(line)
+        self._emit_unravel(unr, "row", outer_names, outer_sizes, text)
+        self._emit_unravel(unr, "j", inner_names, inner_sizes, text)
+        for line in unr.lines + body.lines[3:]:
+            w(line)
+        w("e += np.int64(cuda.gridDim.x) * T")
+        w.dedent()
         if P:
             w.dedent()

@@ -105,3 +105,15 @@ def test_copy_and_matmul_kernels_compile_to_ptx():
     sig = (f64, f64, i64, i64, i64, types.Array(types.int64, 1, "C"), i64, i64, i64,
            types.Array(types.int32, 1, "C"), i64, i64, i64, i64)
     assert ".entry" in cuda.compile_ptx(cpu_cache.load(src).py_func, sig, cc=(8, 0))[0]
+
+
+@pytest.mark.parametrize("name", ["softmax f32", "layer norm f64", "row reductions", "row reductions special"])
+def test_split_row_kernels_compile_to_ptx(name):
+    """Row loops also have a split variant (several blocks per row) for few, long rows."""
+    from braze.targets.cuda import compile_ptx, natural_layout
+
+    fn, args = _corpus()[name]
+    for loop in _loops(fn, args):
+        if loop.ninner and loop.outer:
+            assert "def kernel(phase," in compile_ptx.__globals__["generate"](loop, natural_layout(loop), "split").source
+            assert ".entry" in compile_ptx(loop, natural_layout(loop), skeleton="split")

@@ -514,7 +514,8 @@ def _host_loop_runner(dev: _Device, loop: Loop, slot_of: dict):
     def run(slots, ctx):
         values = {}
         for key, fn, ins, params in plan:
-            args = [values[i] if i in values else (dev.host(slots[s]) if s is not None else n.kw["value"].value)
+            # constants as the Python scalars they were (weak: NumPy's promotion keeps float16)
+            args = [values[i] if i in values else (n.kw["value"].value if n.op == "const" else dev.host(slots[s]))
                     for i, s, n in ins]
             values[key] = fn(*args, **params)
         for key, slot in outs:

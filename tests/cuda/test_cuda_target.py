@@ -56,6 +56,7 @@ CASES = {
     "scalar (0-d)": (lambda a, b: np.exp(a) + b * 2, [np.float64(1.5), np.array(2.0)]),
     "empty": (lambda a: np.exp(a) + 1.0, [np.zeros((0, 3))]),
     "size-1 dims": (lambda a, b: np.tanh(a) + b, [_f64(1, 1, 4), _f64(3, 1, 1)]),
+    "float16 on the host": (lambda x: np.power(np.exp(x), 2) + 1, [np.array([[False, True]])]),
     "mixed dtypes": (lambda a, b: a * b + 1, [np.arange(5, dtype=np.int16), _f32(5)]),
     # rows
     "softmax f32": (_softmax, [_f32(5, 40)]),

@@ -167,21 +167,6 @@ def device() -> _Device:
 
 
 # ---------------------------------------------------------------- copies
-_COPY_SOURCE = """import numpy as np
-from numba import cuda
-
-
-@cuda.jit(cache=True)
-def kernel(a, a_o, {strides}, o, n, {sizes}):
-    e = np.int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
-    st = np.int64(cuda.gridDim.x) * cuda.blockDim.x
-    while e < n:
-        r = e
-{unravel}
-        o[e] = a[a_o{terms}]
-        e += st
-"""
-
 _NDCOPY_SOURCE = """import numpy as np
 from numba import cuda
 
@@ -215,18 +200,7 @@ def _grid(dev: _Device, n: int) -> int:
 
 def contiguous(dev: _Device, value: DArray) -> DArray:
     """``value`` itself if it is C-contiguous, else a contiguous copy (a kernel)."""
-    if value.contiguous:
-        return value
-    rank = len(value.shape)
-    src = _COPY_SOURCE.format(
-        strides=", ".join(f"s{k}" for k in range(rank)), sizes=", ".join(f"d{k}" for k in range(rank)),
-        unravel=_unravel(rank), terms="".join(f" + i{k} * s{k}" for k in range(rank)))
-    kernel = cpu_cache.load(src)
-    out = dev.new(value.shape, value.dtype)
-    n = value.size
-    if n:
-        kernel[_grid(dev, n), dev.maxt](value.buf, value.off, *value.strides, out.buf, n, *value.shape)
-    return out
+    return value if value.contiguous else contiguous_copy(dev, value)
 
 
 def _copy_strided(dev: _Device, arr) -> DArray:

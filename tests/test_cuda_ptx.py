@@ -85,7 +85,7 @@ def test_copy_and_matmul_kernels_compile_to_ptx():
     from numba import cuda, types
 
     from braze.targets import cpu_cache, cuda_matmul
-    from braze.targets.cuda import _ASSIGN_SOURCE, _COPY_SOURCE, _TAKE_SOURCE, _unravel
+    from braze.targets.cuda import _ASSIGN_SOURCE, _NDCOPY_SOURCE, _TAKE_SOURCE, _unravel
 
     i64 = types.int64
     for dt in (np.float32, np.float64):
@@ -93,10 +93,9 @@ def test_copy_and_matmul_kernels_compile_to_ptx():
         arr = types.Array(types.float32 if dt == np.float32 else types.float64, 1, "C")
         sig = (arr, i64, i64, i64, i64, arr, i64, i64, i64, i64, arr, i64, i64, i64, i64)
         assert ".entry" in cuda.compile_ptx(kernel.py_func, sig, cc=(8, 0))[0]
-    src = _COPY_SOURCE.format(strides="s0, s1", sizes="d0, d1", unravel=_unravel(2), terms=" + i0 * s0 + i1 * s1")
-    kernel = cpu_cache.load(src)
-    arr = types.Array(types.int16, 1, "C")
-    assert ".entry" in cuda.compile_ptx(kernel.py_func, (arr, i64, i64, i64, arr, i64, i64, i64), cc=(8, 0))[0]
+    src = _NDCOPY_SOURCE.format(sizes="d0, d1", unravel=_unravel(2), index="i0, i1")
+    arr, arr2 = types.Array(types.int16, 1, "C"), types.Array(types.int16, 2, "A")
+    assert ".entry" in cuda.compile_ptx(cpu_cache.load(src).py_func, (arr2, arr, i64, i64, i64), cc=(8, 0))[0]
     src = _ASSIGN_SOURCE.format(ostrides="os0, os1, ", astrides="as0, as1, ", sizes="d0, d1", unravel=_unravel(2),
                                 oterms=" + i0 * os0 + i1 * os1", aterms=" + i0 * as0 + i1 * as1")
     f64, b = types.Array(types.float64, 1, "C"), types.Array(types.boolean, 1, "C")

@@ -289,3 +289,12 @@ def test_split_rows_match_numpy(name, monkeypatch):
     got = f(*args)
     want, _ = run_both(fn, *args, target="generic")
     assert_same(got, want)
+
+
+def test_strided_device_array_input_is_copied_on_the_device():
+    from numba import cuda
+
+    x = _f64(3, 5)
+    dxt = cuda.to_device(x).T  # a non-contiguous device array
+    out = braze.compile(lambda a: np.exp(a) * 2, target="cuda")(dxt)
+    assert_same(out.copy_to_host(), np.exp(x.T) * 2)

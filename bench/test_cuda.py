@@ -1,12 +1,16 @@
-"""The cuda target at GPU sizes: braze against PyTorch eager and CuPy on the
-same GPU, in GB/s against the device-to-device copy bandwidth measured in
-the same run.
+"""The cuda target on the standard workloads at GPU sizes: braze against
+PyTorch eager and CuPy on the same GPU, in GB/s against the device-to-device
+copy bandwidth measured in the same run.
 
-Run on a machine with an NVIDIA GPU: ``python -m pytest bench/test_cuda.py``.
-Inputs live on the device (numba device arrays), so nothing crosses PCIe;
-each timing is the median of CUDA-event-timed repetitions after a warm-up
-(which compiles). Skipped, with the reason, where there is no GPU (the
-simulator is not a GPU: its timings mean nothing).
+Run on a machine with an NVIDIA GPU: ``python -m pytest bench/test_cuda.py -s``
+(``-s`` prints one line per row). Inputs live on the device (numba device
+arrays, torch tensors, CuPy arrays), so nothing crosses PCIe; each timing is
+the median of ``BRAZE_CUDA_BENCH_REPS`` CUDA-event-timed calls after a
+warm-up call (which compiles). braze allocates its device results per call
+through numba (``cudaMalloc``); PyTorch and CuPy use caching allocators. Set
+``NUMBA_CUDA_MEMORY_MANAGER=rmm.allocators.numba`` (RMM installed) to give
+numba one too. Skipped, with the reason, where there is no GPU: the
+simulator's timings mean nothing.
 """
 import os
 
@@ -14,8 +18,13 @@ import numpy as np
 import pytest
 
 import braze
+from braze import workloads as W
 
 REPS = int(os.environ.get("BRAZE_CUDA_BENCH_REPS", "20"))
+
+# GPU sizes: at least 10**8 elements for elementwise work, 65536 rows of 1024 for row kernels
+SHAPES = {"A": (10**8,), "B": (65536, 1024), "C": (65536, 1024), "D": (10**8,), "F": (65536, 1024),
+          "G": (65536, 1024)}
 
 
 def _gpu_missing() -> str | None:
@@ -61,83 +70,54 @@ def copy_gbps():
     return 2 * n * 4 / seconds / 1e9
 
 
-def chain(a, b, c, d):
-    return a * b + c * np.exp(-d)
+def _host(out):
+    """Results as NumPy arrays, whatever array type they came in."""
+    if isinstance(out, (tuple, list)):
+        return tuple(_host(o) for o in out)
+    if hasattr(out, "copy_to_host"):
+        return out.copy_to_host()
+    if hasattr(out, "get"):  # CuPy
+        return out.get()
+    if hasattr(out, "detach"):  # torch
+        return out.detach().cpu().numpy()
+    return np.asarray(out)
 
 
-def softmax(x):
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
+def _implementation(impl: str, w, host_args):
+    """(callable, its device arguments) for one implementation of ``w``."""
+    if impl == "braze":
+        from numba import cuda
 
+        return braze.compile(w.braze_fn or w.fn, target="cuda"), [cuda.to_device(a) for a in host_args]
+    if impl == "torch":
+        import torch
 
-def layer_norm(x, g, b):
-    m = x.mean(axis=-1, keepdims=True)
-    v = ((x - m) ** 2).mean(axis=-1, keepdims=True)
-    return (x - m) / np.sqrt(v + 1e-5) * g + b
+        if not torch.cuda.is_available():
+            pytest.skip("torch has no CUDA here")
+        return W._torch_versions()[w.key], [torch.as_tensor(a, device="cuda") for a in host_args]
+    import cupy as cp  # CuPy runs the NumPy source itself (NumPy dispatches to CuPy arrays)
 
-
-WORKLOADS = {
-    "chain 1e8": (chain, lambda rng: [rng.standard_normal(10**8, dtype=np.float32) for _ in range(4)],
-                  lambda args: 5 * 4 * 10**8),
-    "softmax 65536x1024": (softmax, lambda rng: [rng.standard_normal((65536, 1024), dtype=np.float32)],
-                           lambda args: 2 * 4 * 65536 * 1024),
-    "layer norm 65536x1024": (layer_norm, lambda rng: [rng.standard_normal((65536, 1024), dtype=np.float32),
-                                                       rng.standard_normal(1024, dtype=np.float32),
-                                                       rng.standard_normal(1024, dtype=np.float32)],
-                              lambda args: 2 * 4 * 65536 * 1024),
-}
-
-
-def _torch(key):
-    import torch
-
-    fns = {
-        "chain 1e8": lambda a, b, c, d: a * b + c * torch.exp(-d),
-        "softmax 65536x1024": lambda x: torch.softmax(x, dim=-1),
-        "layer norm 65536x1024": lambda x, g, b: torch.nn.functional.layer_norm(x, (x.shape[-1],), g, b, 1e-5),
-    }
-    return fns[key], lambda args: [torch.as_tensor(a, device="cuda") for a in args]
-
-
-def _cupy(key):
-    import cupy as cp
-
-    fns = {
-        "chain 1e8": lambda a, b, c, d: a * b + c * cp.exp(-d),
-        "softmax 65536x1024": lambda x: (lambda e: e / e.sum(axis=-1, keepdims=True))(
-            cp.exp(x - x.max(axis=-1, keepdims=True))),
-        "layer norm 65536x1024": lambda x, g, b: (lambda m: (x - m) / cp.sqrt(((x - m) ** 2).mean(
-            axis=-1, keepdims=True) + 1e-5) * g + b)(x.mean(axis=-1, keepdims=True)),
-    }
-    return fns[key], lambda args: [cp.asarray(a) for a in args]
+    if w.key == "G":
+        pytest.skip("CuPy has no autodiff")
+    return w.fn, [cp.asarray(a) for a in host_args]
 
 
 @pytest.mark.parametrize("impl", ["braze", "torch", "cupy"])
-@pytest.mark.parametrize("key", list(WORKLOADS))
+@pytest.mark.parametrize("key", list(SHAPES))
 def test_cuda_workload(benchmark, copy_gbps, key, impl):
-    from numba import cuda
-
-    fn, make, nbytes = WORKLOADS[key]
-    host = make(np.random.default_rng(0))
-    want = fn(*host)
-    if impl == "braze":
-        run, args = braze.compile(fn, target="cuda"), [cuda.to_device(a) for a in host]
-        got = run(*args).copy_to_host()
-    else:
-        try:
-            run, convert = (_torch if impl == "torch" else _cupy)(key)
-        except ImportError:
-            pytest.skip(f"{impl} is not installed")
-        args = convert(host)
-        got = run(*args)
-        got = got.cpu().numpy() if impl == "torch" else got.get()
-    np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-5)
+    w = W.WORKLOADS[key]
+    host_args = w.make(SHAPES[key], np.dtype(np.float32), np.random.default_rng(0))
+    try:
+        run, args = _implementation(impl, w, host_args)
+    except ImportError:
+        pytest.skip(f"{impl} is not installed")
+    want = w.fn(*host_args)
+    W.check_close(_host(run(*args)), want, np.float32)
     seconds = _time(run, *args)
-    gbps = nbytes(host) / seconds / 1e9
-    benchmark.group = key
+    gbps = w.nbytes(host_args, want) / seconds / 1e9
+    benchmark.group = f"{w.name} {'x'.join(map(str, SHAPES[key]))} float32"
     benchmark.extra_info.update({"ms": round(seconds * 1e3, 3), "GB/s": round(gbps, 1),
-                                 "% copy": round(100 * gbps / copy_gbps, 1),
-                                 "copy GB/s": round(copy_gbps, 1)})
+                                 "% copy": round(100 * gbps / copy_gbps, 1), "copy GB/s": round(copy_gbps, 1)})
     benchmark.pedantic(lambda: None, rounds=1)
-    print(f"\n{key:24s} {impl:6s} {seconds * 1e3:8.3f} ms {gbps:7.1f} GB/s "
+    print(f"\n{benchmark.group:36s} {impl:6s} {seconds * 1e3:8.3f} ms {gbps:7.1f} GB/s "
           f"({100 * gbps / copy_gbps:.0f}% of the {copy_gbps:.0f} GB/s copy)")

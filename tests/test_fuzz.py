@@ -1670,3 +1670,13 @@ def test_kernels_that_depend_on_each_other_in_a_cycle_are_split():
             got = braze.compile(braze.grad(prog, argnums=(0, 1)), target=target)(x0, x1)
             for g, w in zip(got, want):
                 np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)
+
+
+def test_int_negative_power_of_an_empty_array_raises_nothing():
+    """Found by the long profile (seed 7): NumPy checks integer powers element
+    by element, so an empty base raises nothing; braze raised while tracing."""
+    x = np.zeros((1, 0), bool)
+    for target in TARGETS:
+        got = braze.compile(lambda x: (np.power(x, -1), x ** -2), target=target)(x)
+        want = (np.power(x, -1), x ** -2)
+        assert all(g.shape == w.shape and g.dtype == w.dtype for g, w in zip(got, want))

@@ -37,8 +37,8 @@ def _check_power(base, exponent) -> None:
     """NumPy refuses integers to negative integer powers (a ValueError at run
     time); with a literal exponent braze can say so while tracing."""
     dtype = getattr(base, "dtype", None)
-    if dtype is None or np.dtype(dtype).kind not in "iub":
-        return
+    if dtype is None or np.dtype(dtype).kind not in "iub" or 0 in tuple(np.shape(base)):
+        return  # (NumPy checks element by element: an empty base raises nothing)
     if isinstance(exponent, (int, np.integer)) and not isinstance(exponent, bool) and exponent < 0:
         raise DTypeError(
             f"power: integers to negative integer powers are not allowed ({np.dtype(dtype)} ** {exponent})"

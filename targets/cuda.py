@@ -3,13 +3,14 @@
 Lowering is the ``cpu`` target's up to the fused program (inline composite
 bodies, fuse); then each ``Loop`` becomes a kernel from ``cuda_codegen``,
 each ``View`` a new (offset, strides) descriptor of the same device buffer,
-``matmul`` a tiled shared-memory kernel (``cuda_matmul``), slice updates,
-concatenation and ``take_along_axis`` device kernels (strided copies and a
-gather that reports out-of-range indices), registered composite kernels
-are called with device arrays, and the remaining externs (advanced-index
-gathers, scatters, einsum) run on the host with NumPy: their operands are
-copied to the host and the result back. ``explain``/``lower`` name every
-such host step.
+``matmul`` a tiled shared-memory kernel (``cuda_matmul``); slice updates,
+concatenation, gathers (advanced indexing, ``take_along_axis``) and
+``scatter_add`` (their gradient; atomic adds) are device kernels, and the
+gathers report out-of-range index values as NumPy does. Registered
+composite kernels are called with device arrays. The remaining externs
+(``scatter``, whose repeated indices NumPy resolves in order, and einsum)
+run on the host with NumPy: their operands are copied to the host and the
+result back. ``explain``/``lower`` name every such host step.
 
 Data movement: NumPy inputs are copied to the device once per call and the
 results copied back (NumPy out, like the other targets). If any input is a
@@ -37,6 +38,7 @@ from braze.core import NUMPY_IMPL
 from braze.errors import IndexOutOfRangeError, TargetError, where
 from braze.fusion import Loop, Program, View, fuse
 from braze.graph import Graph
+from braze.ops._util import broadcast_shape
 from braze.passes import inline_composites, run_passes
 
 from . import cpu_cache, cpu_memory
@@ -300,6 +302,107 @@ def take_along_axis(dev: _Device, x: DArray, idx: DArray, axis: int, aval) -> DA
     return out
 
 
+def _index_kernel_source(x_rank: int, axes: tuple, b_rank: int, index_ranks: tuple, it_rank: int,
+                         add: bool) -> str:
+    """Source of a kernel over the elements of a gather's result (``add``: over
+    the values of a scatter_add, adding them into ``o`` atomically). The
+    result's dimensions are the broadcast index dimensions, where NumPy puts
+    them (in place of the indexed axes when those are adjacent, else in
+    front), and the other axes of ``x`` in order."""
+    adjacent = list(axes) == list(range(axes[0], axes[0] + len(axes)))
+    start = axes[0] if adjacent else 0
+    rest = [a for a in range(x_rank) if a not in axes]
+    pos = {}  # x axis -> result dimension, for the axes not indexed
+    for r, a in enumerate(rest):
+        pos[a] = (a if a < axes[0] else a - len(axes) + b_rank) if adjacent else b_rank + r
+    lines = []
+    for t, (axis, rank) in enumerate(zip(axes, index_ranks)):
+        terms = "".join(f" + u{start + b_rank - rank + q} * i{t}_s{q}" for q in range(rank))
+        lines += [f"k{t} = np.int64(i{t}[i{t}_o{terms}])",
+                  f"if k{t} < 0:", f"    k{t} += xd{axis}",
+                  f"if k{t} < 0 or k{t} >= xd{axis}:", "    bad[0] = 1", f"    k{t} = 0"]
+    x_terms = "".join(f" + k{axes.index(a)} * xs{a}" if a in axes else f" + u{pos[a]} * xs{a}"
+                      for a in range(x_rank))
+    unravel = []
+    for k in range(it_rank - 1, -1, -1):
+        unravel.append(f"u{k} = r" if k == 0 else f"u{k} = r % od{k}")
+        if k:
+            unravel.append(f"r = r // od{k}")
+    body = [f"        {line}" for line in unravel + lines]
+    if add:
+        body.append(f"        cuda.atomic.add(o, x_o{x_terms}, v[v_o + e])")
+        head = "o, x_o, " + "".join(f"xs{a}, " for a in range(x_rank)) + "v, v_o, "
+    else:
+        body.append(f"        o[e] = x[x_o{x_terms}]")
+        head = "o, x, x_o, " + "".join(f"xs{a}, " for a in range(x_rank))
+    index_args = "".join(f"i{t}, i{t}_o, " + "".join(f"i{t}_s{q}, " for q in range(rank))
+                         for t, rank in enumerate(index_ranks))
+    sizes = "".join(f"od{k}, " for k in range(it_rank)) + ", ".join(f"xd{a}" for a in range(x_rank))
+    return f"""import numpy as np
+from numba import cuda
+
+
+@cuda.jit(cache=True)
+def kernel({head}{index_args}bad, n, {sizes}):
+    e = np.int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
+    st = np.int64(cuda.gridDim.x) * cuda.blockDim.x
+    while e < n:
+        r = e
+{chr(10).join(body)}
+        e += st
+"""
+
+
+def _index_args(idx: list[DArray], b_shape: tuple) -> list:
+    args = []
+    for i in idx:
+        strides = [s if d != 1 else 0 for s, d in zip(i.strides, i.shape)]
+        args += [i.buf, i.off] + strides
+    return args
+
+
+def gather(dev: _Device, x: DArray, idx: list[DArray], axes: tuple, aval) -> DArray:
+    """``x[..., idx, ...]`` (NumPy advanced indexing on ``axes``) on the device."""
+    out = dev.new(tuple(aval.shape), aval.dtype)
+    if not out.size:
+        return out
+    b_shape = broadcast_shape(*[i.shape for i in idx])
+    src = _index_kernel_source(len(x.shape), tuple(axes), len(b_shape), tuple(len(i.shape) for i in idx),
+                               len(out.shape), add=False)
+    bad = dev.cuda.to_device(np.zeros(1, np.int32))
+    xs = [s if d != 1 else 0 for s, d in zip(x.strides, x.shape)]
+    cpu_cache.load(src)[_grid(dev, out.size), dev.maxt](
+        out.buf, x.buf, x.off, *xs, *_index_args(idx, b_shape), bad, out.size, *out.shape, *x.shape)
+    _check_bad(bad, "gather", x, idx)
+    return out
+
+
+def scatter_add(dev: _Device, x: DArray, v: DArray, idx: list[DArray], axes: tuple, aval) -> DArray:
+    """``np.add.at(copy of x, key, v)`` on the device: atomic adds, so repeated
+    indices accumulate (in no fixed order: float sums may differ in the last bits)."""
+    out = contiguous_copy(dev, x)
+    v = contiguous(dev, v)
+    if not v.size:
+        return out
+    b_shape = broadcast_shape(*[i.shape for i in idx])
+    src = _index_kernel_source(len(x.shape), tuple(axes), len(b_shape), tuple(len(i.shape) for i in idx),
+                               len(v.shape), add=True)
+    bad = dev.cuda.to_device(np.zeros(1, np.int32))
+    cpu_cache.load(src)[_grid(dev, v.size), dev.maxt](
+        out.buf, out.off, *out.strides, v.buf, v.off, *_index_args(idx, b_shape), bad, v.size, *v.shape,
+        *x.shape)
+    _check_bad(bad, "scatter_add", x, idx)
+    return out
+
+
+def _check_bad(bad, op: str, x: DArray, idx: list[DArray]) -> None:
+    if bad.copy_to_host()[0]:
+        shapes = ", ".join(f"{i.dtype}{list(i.shape)}" for i in idx)
+        raise IndexOutOfRangeError(
+            f"{op}: an index is out of range for array {x.dtype}{list(x.shape)} (indices {shapes}){where()}; "
+            "index values must lie in [-size, size) of the axis they index, as NumPy requires")
+
+
 # ---------------------------------------------------------------- views
 def _sliced(x: DArray, slices) -> DArray:
     """The (start, stop, step) region of ``x``, as strides over its buffer."""
@@ -545,6 +648,21 @@ def _extern_runner(dev: _Device, node, slot_of: dict):
             slots[out] = out_value
 
         return run, "strided write kernels"
+    if node.op == "gather" and len(node.inputs) > 1:
+        axes = tuple(node.kw["axes"])
+
+        def run(slots, ctx):
+            slots[out] = gather(dev, slots[ins[0]], [slots[i] for i in ins[1:]], axes, node.aval)
+
+        return run, "gather kernel"
+    if node.op == "scatter_add" and np.dtype(node.aval.dtype) in _ATOMIC:
+        axes = tuple(node.kw["axes"])
+
+        def run(slots, ctx):
+            slots[out] = scatter_add(dev, slots[ins[0]], slots[ins[1]], [slots[i] for i in ins[2:]], axes,
+                                     node.aval)
+
+        return run, "atomic scatter-add kernel"
     if node.op == "take_along_axis":
         def run(slots, ctx):
             slots[out] = take_along_axis(dev, slots[ins[0]], slots[ins[1]], node.kw["axis"], node.aval)
@@ -558,6 +676,9 @@ def _extern_runner(dev: _Device, node, slot_of: dict):
         slots[out] = dev.put(np.asarray(result, dtype=node.aval.dtype))
 
     return run, "on the host with NumPy (operands copied to the host, the result back)"
+
+
+_ATOMIC = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int32), np.dtype(np.int64))
 
 
 def _matmul_ok(node) -> bool:

@@ -118,3 +118,19 @@ def test_split_row_kernels_compile_to_ptx(name):
         if loop.ninner and loop.outer:
             assert "def kernel(phase," in compile_ptx.__globals__["generate"](loop, natural_layout(loop), "split").source
             assert ".entry" in compile_ptx(loop, natural_layout(loop), skeleton="split")
+
+
+@pytest.mark.parametrize("add", [False, True])
+def test_gather_and_scatter_add_kernels_compile_to_ptx(add):
+    from numba import cuda, types
+
+    from braze.targets import cpu_cache
+    from braze.targets.cuda import _index_kernel_source
+
+    i64, f64 = types.int64, types.Array(types.float64, 1, "C")
+    idx, bad = types.Array(types.int64, 1, "C"), types.Array(types.int32, 1, "C")
+    src = _index_kernel_source(3, (0, 2), 1, (1, 1), 2, add)  # x[i, :, j]: two index arrays, apart
+    head = [f64, i64, i64, i64, i64, f64, i64] if add else [f64, f64, i64, i64, i64, i64]
+    sig = tuple(head + [idx, i64, i64, idx, i64, i64, bad, i64] + [i64] * 2 + [i64] * 3)
+    ptx = cuda.compile_ptx(cpu_cache.load(src).py_func, sig, cc=(8, 0))[0]
+    assert ".entry" in ptx and (("atom.global.add.f64" in ptx) if add else True)

@@ -298,3 +298,34 @@ def test_strided_device_array_input_is_copied_on_the_device():
     dxt = cuda.to_device(x).T  # a non-contiguous device array
     out = braze.compile(lambda a: np.exp(a) * 2, target="cuda")(dxt)
     assert_same(out.copy_to_host(), np.exp(x.T) * 2)
+
+
+@pytest.mark.parametrize("case", ["rows", "cols", "two adjacent", "two apart", "negative", "2-D index"])
+def test_device_gather_and_its_gradient(case):
+    x = _f64(5, 4, 3)
+    fns = {
+        "rows": lambda x, i: x[i],
+        "cols": lambda x, i: x[:, i],
+        "two adjacent": lambda x, i: x[:, i, i % 3],
+        "two apart": lambda x, i: x[i, :, i % 3],
+        "negative": lambda x, i: x[-i - 1, 1:],
+        "2-D index": lambda x, i: x[i.reshape(2, 2)],
+    }
+    i = np.array([0, 3, 3, 1])
+    fn = fns[case]
+    check(fn, x, i, target="cuda")
+    text = braze.explain(braze.compile(fn, target="cuda"), x, i)
+    assert "gather kernel" in text and "on the host" not in text
+    w = _f64(*np.shape(fn(x, i)))
+    loss = lambda x, i: (fn(x, i) * w).sum()  # noqa: E731
+    got = braze.compile(braze.grad(loss), target="cuda")(x, i)  # scatter_add, with a repeated index
+    want = braze.compile(braze.grad(loss), target="generic")(x, i)
+    assert_same(got, want)
+    assert "atomic scatter-add kernel" in braze.explain(braze.compile(braze.grad(loss), target="cuda"), x, i)
+
+
+def test_device_gather_out_of_range_is_a_clear_error():
+    f = braze.compile(lambda x, i: x[i], target="cuda")
+    with pytest.raises(braze.IndexOutOfRangeError, match="gather: an index is out of range"):
+        f(_f64(3, 2), np.array([0, 3]))
+    assert_same(f(np.eye(3), np.array([2, -3])), np.eye(3)[[2, -3]])

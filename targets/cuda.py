@@ -353,7 +353,7 @@ def kernel({head}{index_args}bad, n, {sizes}):
 """
 
 
-def _index_args(idx: list[DArray], b_shape: tuple) -> list:
+def _index_args(idx: list[DArray]) -> list:
     args = []
     for i in idx:
         strides = [s if d != 1 else 0 for s, d in zip(i.strides, i.shape)]
@@ -372,7 +372,7 @@ def gather(dev: _Device, x: DArray, idx: list[DArray], axes: tuple, aval) -> DAr
     bad = dev.cuda.to_device(np.zeros(1, np.int32))
     xs = [s if d != 1 else 0 for s, d in zip(x.strides, x.shape)]
     cpu_cache.load(src)[_grid(dev, out.size), dev.maxt](
-        out.buf, x.buf, x.off, *xs, *_index_args(idx, b_shape), bad, out.size, *out.shape, *x.shape)
+        out.buf, x.buf, x.off, *xs, *_index_args(idx), bad, out.size, *out.shape, *x.shape)
     _check_bad(bad, "gather", x, idx)
     return out
 
@@ -389,7 +389,7 @@ def scatter_add(dev: _Device, x: DArray, v: DArray, idx: list[DArray], axes: tup
                                len(v.shape), add=True)
     bad = dev.cuda.to_device(np.zeros(1, np.int32))
     cpu_cache.load(src)[_grid(dev, v.size), dev.maxt](
-        out.buf, out.off, *out.strides, v.buf, v.off, *_index_args(idx, b_shape), bad, v.size, *v.shape,
+        out.buf, out.off, *out.strides, v.buf, v.off, *_index_args(idx), bad, v.size, *v.shape,
         *x.shape)
     _check_bad(bad, "scatter_add", x, idx)
     return out

@@ -414,7 +414,7 @@ class _CudaGen(_Gen):
         tail = self._sub_writer()
         for out in self.row_outputs:
             value = env[id(out)] if id(out) in env else self._value_now(tail, out, env)
-            tail(f"if tid == 0:")
+            tail("if tid == 0:")
             tail(f"    o{self.out_index[id(out)]}[row] = {value}")
         text = "\n".join(rest.lines + tail.lines)
         self._emit_unravel(w, "row", [f"i{k}" for k in range(self.od)], [f"d{k}" for k in range(self.od)], text)

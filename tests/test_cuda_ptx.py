@@ -85,7 +85,8 @@ def test_copy_and_matmul_kernels_compile_to_ptx():
     from numba import cuda, types
 
     from braze.targets import cpu_cache, cuda_matmul
-    from braze.targets.cuda import _ASSIGN_SOURCE, _NDCOPY_SOURCE, _TAKE_SOURCE, _unravel
+    from braze.targets.cuda_index import _TAKE_SOURCE
+    from braze.targets.cuda_memory import _ASSIGN_SOURCE, _NDCOPY_SOURCE, _unravel
 
     i64 = types.int64
     for dt in (np.float32, np.float64):
@@ -125,7 +126,7 @@ def test_gather_and_scatter_add_kernels_compile_to_ptx(add):
     from numba import cuda, types
 
     from braze.targets import cpu_cache
-    from braze.targets.cuda import _index_kernel_source
+    from braze.targets.cuda_index import _index_kernel_source
 
     i64, f64 = types.int64, types.Array(types.float64, 1, "C")
     idx, bad = types.Array(types.int64, 1, "C"), types.Array(types.int32, 1, "C")

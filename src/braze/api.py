@@ -32,7 +32,7 @@ from . import registry
 from .log import logger
 from .passes import run_passes
 from .select import select
-from .tracing import GraphContext, trace_flat
+from .tracing import trace_flat
 
 
 class _Static:

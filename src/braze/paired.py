@@ -22,7 +22,7 @@ from . import alloc, pytree
 from .aval import Aval
 from .core import KIND, pop_context, push_context
 from .errors import where
-from .graph import Graph, Node, toposort
+from .graph import Graph, Node
 from .passes import run_passes
 from .tracing import GraphContext
 

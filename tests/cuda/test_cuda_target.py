@@ -202,9 +202,14 @@ def test_auto_picks_cuda_when_available():
 
 
 def test_explain_names_the_kernels_and_host_steps():
-    f = braze.compile(lambda x, i: (_softmax(x), x[i]), target="cuda")
+    def f(x, i):
+        y = x.copy()
+        y[i] = 0.0  # a scatter: evaluated on the host
+        return _softmax(x), y
+
+    f = braze.compile(f, target="cuda")
     text = braze.explain(f, _f32(3, 5), np.array([0, 2]))
-    assert "rows kernel" in text and "on the host with NumPy" in text
+    assert "rows kernel" in text and "extern scatter: on the host with NumPy" in text
     lowered = f.lower(_f32(3, 5), np.array([0, 2]))
     assert "@cuda.jit" in lowered.source and "cuda.syncthreads()" in lowered.source
 

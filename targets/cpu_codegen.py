@@ -396,8 +396,11 @@ class _Gen:
             + [f"c{k}" for k in range(len(self.consts))]
             + (["tf"] if self.has_trig else [])
         )
-        reassoc = any(m.op in ("reduce_sum", "reduce_prod") and np.dtype(m.aval.dtype).kind == "f"
-                      for m in loop.members)
+        # Float products keep NumPy's order: reassociated, a partial product
+        # underflows to 0 in one order and meets an inf as 0 * inf = NaN where
+        # NumPy's does not (or the reverse), so a kernel with one gets no reassoc.
+        floats = [m.op for m in loop.members if np.dtype(m.aval.dtype).kind == "f"]
+        reassoc = "reduce_sum" in floats and "reduce_prod" not in floats
         flags = f"parallel={parallel}, fastmath={FASTMATH_REDUCE if reassoc else FASTMATH}, {FLAGS}"
         return f"\n\n@njit({flags})\ndef {name}({', '.join(args)}):\n" + "\n".join(body.lines) + "\n"
 

@@ -55,7 +55,7 @@ def take_along_axis(dev: _Device, x: DArray, idx: DArray, axis: int, aval) -> DA
     bad = dev.cuda.to_device(np.zeros(1, np.int32))
     kernel[_grid(dev, n), dev.maxt](out.buf, x.buf, x.off, *xs, idx.buf, idx.off, *ist, bad, n, *out.shape,
                                     x.shape[axis])
-    if bad.copy_to_host()[0]:
+    if (bad if isinstance(bad, np.ndarray) else bad.copy_to_host())[0]:
         raise IndexOutOfRangeError(
             f"take_along_axis: an index is out of range for axis {axis} of size {x.shape[axis]} "
             f"(array {x.dtype}{list(x.shape)}, indices {idx.dtype}{list(idx.shape)}){where()}; "
@@ -126,6 +126,7 @@ def gather(dev: _Device, x: DArray, idx: list[DArray], axes: tuple, aval) -> DAr
     """``x[..., idx, ...]`` (NumPy advanced indexing on ``axes``) on the device."""
     out = dev.new(tuple(aval.shape), aval.dtype)
     if not out.size:
+        _check_on_host(dev, "gather", x, idx, axes)  # no elements, but the index values must still be in range
         return out
     b_shape = broadcast_shape(*[i.shape for i in idx])
     src = _index_kernel_source(len(x.shape), tuple(axes), len(b_shape), tuple(len(i.shape) for i in idx),
@@ -144,6 +145,7 @@ def scatter_add(dev: _Device, x: DArray, v: DArray, idx: list[DArray], axes: tup
     out = contiguous_copy(dev, x)
     v = contiguous(dev, v)
     if not v.size:
+        _check_on_host(dev, "scatter_add", x, idx, axes)
         return out
     b_shape = broadcast_shape(*[i.shape for i in idx])
     src = _index_kernel_source(len(x.shape), tuple(axes), len(b_shape), tuple(len(i.shape) for i in idx),
@@ -156,8 +158,17 @@ def scatter_add(dev: _Device, x: DArray, v: DArray, idx: list[DArray], axes: tup
     return out
 
 
+def _check_on_host(dev: _Device, op: str, x: DArray, idx: list[DArray], axes) -> None:
+    """Index values in range for their axes, checked with NumPy (for results
+    without elements, where no kernel runs)."""
+    for i, axis in zip(idx, axes):
+        values = dev.host(i)
+        if values.size and (values.min() < -x.shape[axis] or values.max() >= x.shape[axis]):
+            _check_bad(np.ones(1, np.int32), op, x, idx)
+
+
 def _check_bad(bad, op: str, x: DArray, idx: list[DArray]) -> None:
-    if bad.copy_to_host()[0]:
+    if (bad if isinstance(bad, np.ndarray) else bad.copy_to_host())[0]:
         shapes = ", ".join(f"{i.dtype}{list(i.shape)}" for i in idx)
         raise IndexOutOfRangeError(
             f"{op}: an index is out of range for array {x.dtype}{list(x.shape)} (indices {shapes}){where()}; "

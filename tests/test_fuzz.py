@@ -1680,3 +1680,15 @@ def test_int_negative_power_of_an_empty_array_raises_nothing():
         got = braze.compile(lambda x: (np.power(x, -1), x ** -2), target=target)(x)
         want = (np.power(x, -1), x ** -2)
         assert all(g.shape == w.shape and g.dtype == w.dtype for g, w in zip(got, want))
+
+
+def test_float_products_keep_numpys_order():
+    """Found by the long profile (seed 9): a reassociated float product met
+    -inf before its partial product underflowed to 0 (giving -inf) where
+    NumPy's left-to-right order gives 0 * -inf = NaN."""
+    x = np.array([[-4.563584436706316, 5e-324, -3.928246927587064e-16, -np.inf, -5.275732557911144e-267]] * 2)
+    with _quiet():
+        want = np.prod(x, axis=-1)
+        for target in TARGETS:
+            got = braze.compile(lambda x: np.prod(x, axis=-1), target=target)(x)
+            assert np.array_equal(got, want, equal_nan=True), (target, got, want)

@@ -334,3 +334,12 @@ def test_device_gather_out_of_range_is_a_clear_error():
     with pytest.raises(braze.IndexOutOfRangeError, match="gather: an index is out of range"):
         f(_f64(3, 2), np.array([0, 3]))
     assert_same(f(np.eye(3), np.array([2, -3])), np.eye(3)[[2, -3]])
+
+
+def test_gather_from_an_empty_array_still_checks_indices():
+    """Found by the cuda fuzz leg: a gather with no elements ran no kernel, so
+    an out-of-range index went unreported where NumPy raises IndexError."""
+    f = braze.compile(lambda x, i: (x @ x.T)[i], target="cuda")
+    with pytest.raises(braze.IndexOutOfRangeError):
+        f(np.zeros((0, 1)), np.array([0]))
+    assert f(np.zeros((2, 1)), np.array([1])).shape == (1, 2)

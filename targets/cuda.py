@@ -359,13 +359,13 @@ def lower_program(program: Program) -> Executable:
     graph = program.graph
     layout = SlotLayout(graph)
     slot_of = layout.slot_of
-    runners, sources, notes = [], [], []
+    runners, sources, notes = [], [], {}  # notes: step name -> how the cuda target runs it
     memory = cpu_memory.plan(program, slot_of, frozenset(), frozenset())
     local = threading.local()
     for step in program.steps:
         if isinstance(step, Loop) and _on_host(step):
             runners.append(_host_loop_runner(dev, step, slot_of))
-            notes.append(f"{step.name}: {_on_host(step)}")
+            notes[step.name] = _on_host(step)
         elif isinstance(step, Loop):
             runner = _LoopRunner(dev, step, slot_of, memory.buffer)
             runners.append(runner)
@@ -379,7 +379,7 @@ def lower_program(program: Program) -> Executable:
         else:
             run, how = _extern_runner(dev, step.node, slot_of)
             runners.append(run)
-            notes.append(f"{step.name}: extern {step.node.op}: {how}")
+            notes[step.name] = how
     dtypes = [None] * layout.nslots  # the dtype each filled slot (input, constant, capture) is converted to
     for node in graph.nodes:
         if id(node) in slot_of and not isinstance(node.aval, tuple):
@@ -403,7 +403,8 @@ def lower_program(program: Program) -> Executable:
             return [dev.device(v) for v in values]
         return [dev.host(v) for v in values]
 
-    plan = program.describe() + ("\n" + "\n".join(notes) if notes else "")
+    plan = "\n".join(f"{line} ({notes[line.split(':')[0]]})" if line.split(":")[0] in notes else line
+                     for line in program.describe().splitlines())
     return Executable(run, plan, "\n\n".join(sources))
 
 

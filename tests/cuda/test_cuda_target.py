@@ -209,7 +209,7 @@ def test_explain_names_the_kernels_and_host_steps():
 
     f = braze.compile(f, target="cuda")
     text = braze.explain(f, _f32(3, 5), np.array([0, 2]))
-    assert "rows kernel" in text and "extern scatter: on the host with NumPy" in text
+    assert "rows kernel" in text and "extern scatter -> f32[3,5] (on the host with NumPy" in text
     lowered = f.lower(_f32(3, 5), np.array([0, 2]))
     assert "@cuda.jit" in lowered.source and "cuda.syncthreads()" in lowered.source
 

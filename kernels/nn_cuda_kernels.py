@@ -92,10 +92,35 @@ def _types(dtype):
     return from_dtype(dtype), dtype.type, types.float64, dtype.type(-np.inf)
 
 
+@functools.cache
+def _row_max(T: int, dtype):
+    """The first pass of softmax and cross-entropy: the max of row ``r`` (NaN
+    wins, as in NumPy's max), the row stored in ``row`` when ``cache``."""
+    block_max, _, _ = _reducers(T)
+    _, cast, _, neg_inf = _types(dtype)
+
+    @cuda.jit(device=True)
+    def row_max(x, r, row, cache, red, t):
+        n = x.shape[1]
+        m = neg_inf
+        i = t
+        while i < n:
+            v = x[r, i]
+            if cache:
+                row[i] = v
+            if v > m or math.isnan(v):
+                m = v
+            i += T
+        return cast(block_max(red, t, m))
+
+    return row_max
+
+
 def _softmax_rows(T, dtype):
     """y[r] = softmax(x[r]); ``cache``: the row fits in the dynamic shared memory."""
-    block_max, block_sum, _ = _reducers(T)
-    nbtype, cast, f64, neg_inf = _types(dtype)
+    _, block_sum, _ = _reducers(T)
+    row_max = _row_max(T, np.dtype(dtype))
+    nbtype, cast, f64, _ = _types(dtype)
 
     def softmax_rows(x, y, cache):
         red = cuda.shared.array(T, f64)
@@ -104,16 +129,7 @@ def _softmax_rows(T, dtype):
         rows, n = x.shape
         r = np.int64(cuda.blockIdx.x)
         while r < rows:
-            m = neg_inf
-            i = t
-            while i < n:
-                v = x[r, i]
-                if cache:
-                    row[i] = v
-                if v > m or math.isnan(v):
-                    m = v
-                i += T
-            m = cast(block_max(red, t, m))
+            m = row_max(x, r, row, cache, red, t)
             s = 0.0
             i = t
             while i < n:
@@ -313,8 +329,9 @@ def _column_totals(T, dtype):
 def _xent_rows(T, dtype):
     """Per row: m = max, logs = log(sum(exp(x - m))), loss = logs + m - x[label]
     (float64, for the mean). A label outside [-C, C) gives NaN (NumPy raises)."""
-    block_max, block_sum, _ = _reducers(T)
-    nbtype, cast, f64, neg_inf = _types(dtype)
+    _, block_sum, _ = _reducers(T)
+    row_max = _row_max(T, np.dtype(dtype))
+    nbtype, cast, f64, _ = _types(dtype)
 
     def xent_rows(x, labels, loss, mx, logsum, cache):
         red = cuda.shared.array(T, f64)
@@ -323,16 +340,7 @@ def _xent_rows(T, dtype):
         rows, n = x.shape
         r = np.int64(cuda.blockIdx.x)
         while r < rows:
-            m = neg_inf
-            i = t
-            while i < n:
-                v = x[r, i]
-                if cache:
-                    row[i] = v
-                if v > m or math.isnan(v):
-                    m = v
-                i += T
-            m = cast(block_max(red, t, m))
+            m = row_max(x, r, row, cache, red, t)
             s = 0.0
             i = t
             while i < n:

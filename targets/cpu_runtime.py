@@ -50,7 +50,7 @@ def fmin(a, b):
 def sign(a):
     if a != a:
         return a
-    return (a > 0) - (a < 0)
+    return (a > 0) * 1 - (a < 0) * 1  # (bools do not subtract under NumPy scalars: the cuda simulator)
 
 
 @_jit

@@ -386,11 +386,17 @@ def lower_program(program: Program) -> Executable:
             dtypes[slot_of[id(node)]] = np.dtype(node.aval.dtype)
     out_slots = [slot_of[id(o)] for o in graph.outputs]
 
+    consts: dict = {}
+
     def run(inputs, outs=None):
         on_device = any(dev.is_device(x) for x in inputs)
         slots = layout.fill(inputs)
+        if not consts:  # constants go to the device once; inputs and captures every call
+            consts.update({i: dev.put(slots[i], dtypes[i]) for i, _ in layout.consts})
         for i in range(len(slots)):
-            if slots[i] is not None:
+            if i in consts:
+                slots[i] = consts[i]
+            elif slots[i] is not None:
                 slots[i] = dev.put(slots[i], dtypes[i])
         pools = getattr(local, "pools", None)
         if pools is None:

@@ -423,6 +423,15 @@ class _CudaGen(_Gen):
         w("row += cuda.gridDim.x")
         w.dedent()
 
+    def _store(self, w: _Writer, reds: list[Node], accs: dict, array: str, index: str) -> None:
+        """Thread 0 stores the block's result of each reduction at ``array<k>[index]``."""
+        w("if tid == 0:")
+        w.indent()
+        for red in reds:
+            for sfx, _ in self._parts(red):
+                w(f"{array}{self._red_index(red)}{sfx}[{index}] = {accs[id(red)]}{sfx}")
+        w.dedent()
+
     def _split_body(self, w: _Writer) -> None:
         """Several blocks per row (``ng`` of them), in phases: 1..P reduce stage
         p, one partial per block; P+1..2P combine each row's partials (a block
@@ -453,15 +462,6 @@ class _CudaGen(_Gen):
                     out(f"{var} = {self._acc_result(red, accs[id(red)])}")
                     env[id(red)] = var
                 self._row_env(out, env, p)
-
-        def emit_block(lines: list[str], indices_from: str) -> None:
-            """Unravel row and j (as used by ``lines``), then the lines."""
-            text = "\n".join(lines)
-            unr = self._sub_writer()
-            self._emit_unravel(unr, "row", outer_names, outer_sizes, text)
-            self._emit_unravel(unr, "j", inner_names, inner_sizes, text)
-            for line in unr.lines + lines:
-                w(line)
 
         for p in range(1, P + 1):
             reds = self._reductions(p)
@@ -501,13 +501,7 @@ class _CudaGen(_Gen):
             w("j += ng * T")
             w.dedent()
             self._block_reduce(w, reds, accs)
-            w("if tid == 0:")
-            w.indent()
-            for red in reds:
-                k = self._red_index(red)
-                for sfx, _ in self._parts(red):
-                    w(f"p{k}{sfx}[blk] = {accs[id(red)]}{sfx}")
-            w.dedent()
+            self._store(w, reds, accs, "p", "blk")
             w.dedent()
             # level 2: one block per row combines the row's ng partials
             w(f"elif phase == {P + p}:")
@@ -528,13 +522,7 @@ class _CudaGen(_Gen):
             w("t += T")
             w.dedent()
             self._block_reduce(w, reds, accs)
-            w("if tid == 0:")
-            w.indent()
-            for red in reds:
-                k = self._red_index(red)
-                for sfx, _ in self._parts(red):
-                    w(f"q{k}{sfx}[row] = {accs[id(red)]}{sfx}")
-            w.dedent()
+            self._store(w, reds, accs, "q", "row")
             w.dedent()
         # phase 0: the outputs, a grid-stride loop over every element
         if P:

@@ -54,14 +54,19 @@ _device = cuda.jit(device=True)
 
 
 def _twin(fn):
-    """The device-function twin of a cpu_runtime helper (same Python source)."""
-    return _device(fn.py_func)
+    """The device-function twin of a cpu_runtime helper: the same code, with
+    this module's ``math`` (under the simulator, the NumPy versions above:
+    ``math.log`` of a negative number is NaN there as on a GPU, not an error)."""
+    py = fn.py_func
+    glob = dict(py.__globals__, math=math)
+    return _device(types.FunctionType(py.__code__, glob, py.__name__, py.__defaults__, py.__closure__))
 
 
 maximum = _twin(_cpu.maximum)
 minimum = _twin(_cpu.minimum)
 fmax = _twin(_cpu.fmax)
 fmin = _twin(_cpu.fmin)
+sign = _twin(_cpu.sign)
 signbit = _twin(_cpu.signbit)
 floor_divide_i = _twin(_cpu.floor_divide_i)
 floor_divide_u = _twin(_cpu.floor_divide_u)
@@ -77,13 +82,6 @@ log2 = _twin(_cpu.log2)
 log10 = _twin(_cpu.log10)
 logaddexp = _twin(_cpu.logaddexp)
 logaddexp2 = _twin(_cpu.logaddexp2)
-
-
-@_device
-def sign(a):
-    if a != a:
-        return a
-    return (a > 0) * 1 - (a < 0) * 1
 
 
 @_device

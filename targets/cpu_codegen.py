@@ -70,15 +70,18 @@ except ImportError:
 """
 
 FLAGS = 'error_model="numpy", cache=True, nogil=True'
-# Reassociation lets LLVM vectorize float sum/product reductions, but it also
-# rewrites arithmetic across inf/NaN ((a + b) - b -> a, where NumPy gives NaN
-# for b = inf): only kernels with such a reduction get it.
-FASTMATH_REDUCE = '{"reassoc", "contract", "nsz"}'
-FASTMATH = '{"contract", "nsz"}'
+# No fast-math (DESIGN.md, numerics contract): elementwise work runs NumPy's
+# operations in NumPy's order and rounding (no reassociation, no FMA
+# contraction, signed zeros kept), so it is bitwise equal to NumPy. Only a
+# float sum's accumulate may be reordered (``rt.radd``: the reassoc flag on
+# that one instruction), which is what lets it vectorize.
+FASTMATH = "False"
 
-
-
-BLOCK = 256  # float32 sums: vectorized float32 partial sums over blocks, added in float64
+# Float sums add BLOCK elements of the innermost axis into a vectorized
+# partial (``rt.radd``) in the result's dtype, then add the partial into an
+# accumulator: float64 for float32 sums, a Neumaier-compensated float64 pair
+# for float64 sums. The error stays within NumPy's pairwise summation's.
+BLOCK = 256
 
 
 def _keyed(node: Node) -> bool:
@@ -87,16 +90,22 @@ def _keyed(node: Node) -> bool:
 
 
 def _blocked(node: Node) -> bool:
-    return node.op in ("reduce_sum", "reduce_prod") and np.dtype(node.aval.dtype) == np.float32
+    """A float sum: accumulated in vectorized blocks (see BLOCK)."""
+    return node.op == "reduce_sum" and np.dtype(node.aval.dtype) in (np.float32, np.float64)
+
+
+def _compensated(node: Node) -> bool:
+    """A float64 sum: its blocks are added with Neumaier's compensation."""
+    return node.op == "reduce_sum" and np.dtype(node.aval.dtype) == np.float64
 
 
 def _acc_dtype(node: Node) -> np.dtype:
     out = np.dtype(node.aval.dtype)
-    if node.op in ("reduce_sum", "reduce_prod") and out.kind == "f" and out.itemsize < 8:
-        return np.dtype(np.float64)  # float32 sums accumulate in float64 (per block)
+    if node.op == "reduce_sum" and out.kind == "f" and out.itemsize < 8:
+        return np.dtype(np.float64)  # float32 sums: block partials added in float64
     if _keyed(node):
         return np.dtype(np.int32 if out.itemsize == 4 else np.int64)
-    return out
+    return out  # (float products multiply in their own dtype, in order, as NumPy's)
 
 
 def _init(node: Node) -> str:
@@ -207,7 +216,11 @@ class _Gen:
         # inlined exp/tanh/cos then ran for minutes.
         dom = tuple(int(d) for d in self.loop.domain)
         aligned = len(idx) == len(dom)
-        parts = ["0" if d == 1 and not (aligned and dom[offset + i] == 1) else idx[offset + i]
+        # Loop indices are never negative, but numba cannot know it for a loop
+        # that starts at a block boundary (range(jb, ...)); as unsigned ints
+        # they skip NumPy's negative-index wraparound, which would otherwise
+        # turn contiguous loads into gathers.
+        parts = ["0" if d == 1 and not (aligned and dom[offset + i] == 1) else f"np.uint64({idx[offset + i]})"
                  for i, d in enumerate(shape)]
         return f"{name}[{', '.join(parts)}]"
 
@@ -396,12 +409,7 @@ class _Gen:
             + [f"c{k}" for k in range(len(self.consts))]
             + (["tf"] if self.has_trig else [])
         )
-        # Float products keep NumPy's order: reassociated, a partial product
-        # underflows to 0 in one order and meets an inf as 0 * inf = NaN where
-        # NumPy's does not (or the reverse), so a kernel with one gets no reassoc.
-        floats = [m.op for m in loop.members if np.dtype(m.aval.dtype).kind == "f"]
-        reassoc = "reduce_sum" in floats and "reduce_prod" not in floats
-        flags = f"parallel={parallel}, fastmath={FASTMATH_REDUCE if reassoc else FASTMATH}, {FLAGS}"
+        flags = f"parallel={parallel}, fastmath={FASTMATH}, {FLAGS}"
         return f"\n\n@njit({flags})\ndef {name}({', '.join(args)}):\n" + "\n".join(body.lines) + "\n"
 
     def _row_env(self, w: _Writer, env: dict, upto: int) -> None:
@@ -423,11 +431,9 @@ class _Gen:
         dt = _acc_dtype(red)
         if op == "reduce_sum":
             if _blocked(red) and self._blocking:
-                return [f"{acc}_b += {cast(value, np.float32)}"]
+                return [f"{acc}_b = rt.radd({acc}_b, {cast(value, red.aval.dtype)})"]
             return [f"{acc} += {cast(value, dt)}"]
         if op == "reduce_prod":
-            if _blocked(red) and self._blocking:
-                return [f"{acc}_b *= {cast(value, np.float32)}"]
             return [f"{acc} *= {cast(value, dt)}"]
         if op in ("reduce_max", "reduce_min"):
             cmp = ">" if op == "reduce_max" else "<"
@@ -459,6 +465,8 @@ class _Gen:
             lines.append(f"{acc}_nan = False")
         elif _keyed(red):
             lines.append(f"{acc}_nan = False")
+        elif _compensated(red):
+            lines.append(f"{acc}_c = np.float64(0.0)")
         return lines
 
     def _acc_result(self, red: Node, acc: str) -> str:
@@ -467,7 +475,42 @@ class _Gen:
             return f"{acc}_i"
         if _keyed(red):
             return cast(f"({literal(np.nan, dt)} if {acc}_nan else rt.funkey({acc}))", dt)
+        if _compensated(red):
+            return f"rt.compensated({acc}, {acc}_c)"
         return cast(acc, dt)
+
+    # ---- blocked float sums (see BLOCK)
+    def _block_open(self, w: _Writer, reds, accs: dict) -> None:
+        for r in reds:
+            w(f"{accs[id(r)]}_b = {literal(0, r.aval.dtype)}")
+
+    def _block_close(self, w: _Writer, reds, accs: dict) -> None:
+        for r in reds:
+            acc = accs[id(r)]
+            if _compensated(r):
+                w(f"{acc}, {acc}_c = rt.neumaier({acc}, {acc}_c, {acc}_b)")
+            else:
+                w(f"{acc} += np.float64({acc}_b)")
+
+    def _innermost(self, w: _Writer, var: str, lo: str, hi: str, reds, accs: dict) -> int:
+        """Open the innermost loop ``for var in range(lo, hi)``, in blocks when
+        ``reds`` (blocked sums) accumulate in it; returns the levels opened."""
+        if not reds:
+            w(f"for {var} in range({lo}, {hi}):" if lo != "0" else f"for {var} in range({hi}):")
+            w.indent()
+            return 1
+        w(f"for jb in range({lo}, {hi}, {BLOCK}):")
+        w.indent()
+        self._block_open(w, reds, accs)
+        w(f"for {var} in range(jb, min({hi}, jb + {BLOCK})):")
+        w.indent()
+        return 2
+
+    def _innermost_close(self, w: _Writer, levels: int, reds, accs: dict) -> None:
+        w.dedent()
+        if levels == 2:
+            self._block_close(w, reds, accs)
+            w.dedent()
 
     def _inner_sizes(self) -> list[str]:
         return [f"d{self.od + k}" for k in range(self.nin)]
@@ -532,35 +575,23 @@ class _Gen:
                 accs[id(red)] = f"acc{len(accs)}"
                 for line in self._acc_init(red, accs[id(red)]):
                     w(line)
-            blocked = [r for r in self._reductions(p) if _blocked(r)] if self.nin == 1 else []
+            blocked = [r for r in self._reductions(p) if _blocked(r)]
             self._blocking = bool(blocked)
             self._hoist = []
             body = self._pass_lines(env, p, accs, f"np.uint64(o * ni + {self._flat_inner()})")
             for line in self._hoist:  # loads that do not change along the row: before its loop
                 w(line)
             self._hoist = None
-            if blocked:
-                w(f"for jb in range(0, d{self.od}, {BLOCK}):")
+            for k in range(self.nin - 1):
+                w(f"for j{k} in range(d{self.od + k}):")
                 w.indent()
-                for r in blocked:
-                    w(f"{accs[id(r)]}_b = np.float32({0 if r.op == 'reduce_sum' else 1})")
-                w(f"for j0 in range(jb, min(d{self.od}, jb + {BLOCK})):")
-                w.indent()
-            else:
-                for k in range(self.nin):
-                    w(f"for j{k} in range(d{self.od + k}):")
-                    w.indent()
+            last = self.nin - 1
+            levels = self._innermost(w, f"j{last}", "0", f"d{self.od + last}", blocked, accs)
             for line in body:
                 w(line)
-            if blocked:
+            self._innermost_close(w, levels, blocked, accs)
+            for _ in range(self.nin - 1):
                 w.dedent()
-                for r in blocked:
-                    op = "+=" if r.op == "reduce_sum" else "*="
-                    w(f"{accs[id(r)]} {op} np.float64({accs[id(r)]}_b)")
-                w.dedent()
-            else:
-                for _ in range(self.nin):
-                    w.dedent()
             self._blocking = False
             for red in self._reductions(p):
                 var = self._fresh("red")
@@ -610,18 +641,26 @@ class _Gen:
                     w(f"{acc}_npart = np.empty(nch, np.bool_)")
                 elif _keyed(red):
                     w(f"{acc}_npart = np.empty(nch, np.bool_)")
+                elif _compensated(red):
+                    w(f"{acc}_cpart = np.empty(nch, np.float64)")
             w(f"for c in {self.rng}(nch):")
             w.indent()
             self._trig_open(w)
             for red in reds:
                 for line in self._acc_init(red, accs[id(red)]):
                     w(line)
-            w("for j0 in range(c * step, min(d0, (c + 1) * step)):")
-            w.indent()
-            for k in range(1, self.R):
-                w(f"for j{k} in range(d{k}):")
+            blocked = [r for r in reds if _blocked(r)]
+            self._blocking = bool(blocked)
+            lo, hi = "c * step", "min(d0, (c + 1) * step)"
+            if self.R == 1:
+                levels = self._innermost(w, "j0", lo, hi, blocked, accs)
+            else:
+                w(f"for j0 in range({lo}, {hi}):")
                 w.indent()
-            self.od_saved = self.od
+                for k in range(1, self.R - 1):
+                    w(f"for j{k} in range(d{k}):")
+                    w.indent()
+                levels = self._innermost(w, f"j{self.R - 1}", "0", f"d{self.R - 1}", blocked, accs)
             flat = "j0"
             for k in range(1, self.R):
                 flat = f"({flat} * d{k} + j{k})"
@@ -630,9 +669,11 @@ class _Gen:
             self.nin = self.R
             self._pass_body(w, env, p, accs, f"np.uint64({flat})")
             self._flat_inner = saved
-            for _ in range(1, self.R):
-                w.dedent()
-            w.dedent()
+            self._innermost_close(w, levels, blocked, accs)
+            if self.R > 1:
+                for _ in range(1, self.R):
+                    w.dedent()
+            self._blocking = False
             self._trig_close(w)
             for red in reds:
                 acc = accs[id(red)]
@@ -642,6 +683,8 @@ class _Gen:
                     w(f"{acc}_npart[c] = {acc}_nan")
                 elif _keyed(red):
                     w(f"{acc}_npart[c] = {acc}_nan")
+                elif _compensated(red):
+                    w(f"{acc}_cpart[c] = {acc}_c")
             w.dedent()
             for red in reds:
                 acc = accs[id(red)]
@@ -659,6 +702,9 @@ class _Gen:
                     w(f"    elif v {cmp} {acc} or c == 0:")
                     w(f"        {acc} = v")
                     w(f"        {acc}_i = {acc}_ipart[c]")
+                elif _compensated(red):
+                    w(f"{acc}, {acc}_c = rt.neumaier({acc}, {acc}_c, v)")
+                    w(f"{acc}_c += {acc}_cpart[c]")
                 else:
                     combine = {"reduce_sum": f"{acc} += v", "reduce_prod": f"{acc} *= v",
                                "reduce_any": f"{acc} = {acc} | v", "reduce_all": f"{acc} = {acc} & v"}

@@ -210,6 +210,46 @@ def logaddexp2(x, y):
     return tmp
 
 
+# ---- the one reassociable instruction: a reduction's accumulate.
+# Kernels compile without fast-math (NumPy's elementwise order and rounding,
+# bit for bit); a float sum vectorizes only if LLVM may reorder its adds, so
+# the accumulate alone carries the ``reassoc`` flag. Flags are per
+# instruction: the value being accumulated keeps NumPy's order.
+
+@intrinsic
+def radd(typingctx, acc, value):
+    """``acc + value`` that LLVM may reassociate with the other accumulates of
+    the same loop (and only with those)."""
+    if not (isinstance(acc, types.Float) and acc == value):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.fadd(args[0], args[1], flags=("reassoc",))
+
+    return acc(acc, value), codegen
+
+
+@_jit
+def neumaier(total, comp, value):
+    """One step of Neumaier's compensated sum: ``(total, comp)`` plus ``value``.
+    The result is ``total + comp`` while ``total`` is finite (see ``compensated``)."""
+    t = total + value
+    if abs(total) >= abs(value):
+        comp += (total - t) + value
+    else:
+        comp += (value - t) + total
+    return t, comp
+
+
+@_jit
+def compensated(total, comp):
+    """The compensated sum; once ``total`` is inf or NaN the compensation is
+    meaningless (inf - inf) and ``total`` is the answer, as in NumPy."""
+    if total - total == 0.0:
+        return total + comp
+    return total
+
+
 # ---- order keys: max/min of floats as integer max/min (which vectorize).
 # LLVM vectorizes a float max reduction only under the no-NaNs flag, which
 # NumPy's NaN semantics forbid; kernels track NaN separately and reduce the

@@ -170,6 +170,11 @@ def emit(op: str, params: dict, args: list[str], in_avals, out_dtype) -> str:
         (a,) = args
         if out_dtype == np.bool_:
             return f"({a} != 0)"
+        src = np.dtype(in_avals[0].dtype)
+        if src.kind == "f" and out_dtype.kind in "iu" and out_dtype.itemsize < 4:
+            # NumPy's C cast on x86 converts to a 32-bit int and wraps (40000.0 ->
+            # int16 -25536, NaN -> 0); LLVM's vector conversion would saturate.
+            return cast(cast(a, np.int32), out_dtype)
         return cast(a, out_dtype)
     if op == "where":
         c, x, y = args

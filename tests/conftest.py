@@ -8,6 +8,10 @@ a re-run of the suite loads them from disk.
 import os
 import pathlib
 
+# Every compiled call in the suite checks that each result's dtype and shape
+# equal the graph's output aval (braze.api.CHECK_RESULTS).
+os.environ.setdefault("BRAZE_CHECK_RESULTS", "1")
+
 os.environ.setdefault(
     "BRAZE_CACHE_DIR", str(pathlib.Path(__file__).resolve().parents[1] / ".braze-test-cache")
 )

@@ -1594,10 +1594,10 @@ def test_scalar_element_is_not_a_view(target):
     assert np.array_equal(x, [1.0, 1.0, 1.0]), x  # braze leaves [3, 1, 1]
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: cpu kernels with a float reduction run their elementwise part "
-                   "with fast-math reassoc too: (x - m) / 4 * g becomes ((x - m) * g) / 4 and overflows "
-                   "to inf where NumPy's result is finite (braze.nn.layer_norm with large gamma alike)")
 def test_row_kernel_reassociation_overflow():
+    """Fast-math reassociation in a kernel with a float reduction turned
+    (x - m) / 4 * g into ((x - m) * g) / 4, which overflowed to inf where
+    NumPy's result is finite; kernels now run without fast-math."""
     def prog(x, g):
         m = x.mean(axis=-1, keepdims=True)
         return (x - m) / 4.0 * g

@@ -14,8 +14,9 @@ import collections
 import functools
 import inspect
 import logging
-import time
 import math
+import os
+import time
 import threading
 import weakref
 from dataclasses import dataclass, field
@@ -211,6 +212,8 @@ class Compiled:
     def _runner(self, entry: _Entry):
         """A closure running ``entry`` on a list of arrays, with as little work as possible."""
         run, mutated, tree = entry.executable.run, entry.mutated, entry.out_tree
+        if CHECK_RESULTS:
+            return lambda dynamic: self._run(entry, dynamic)
         # (a registry change replaces entry.executable and clears the fast path)
         if not mutated and tree == pytree.LEAF:
             def single(dynamic):
@@ -276,6 +279,8 @@ class Compiled:
                                  f"array passed is read-only{where()}; pass a writeable copy (np.array(...)) or "
                                  "return a new array instead of updating it")
         results = entry.executable.run(dynamic) if outs is None else entry.executable.run(dynamic, outs)
+        if CHECK_RESULTS:
+            _check_results(self, entry, results)
         for leaf, value in zip(entry.mutated, results[entry.n_out:]):
             target = dynamic[leaf]
             if isinstance(target, np.ndarray) and value is not target:
@@ -526,6 +531,22 @@ class Compiled:
 
 
 _COMPILED: "weakref.WeakSet[Compiled]" = weakref.WeakSet()
+
+# When set (BRAZE_CHECK_RESULTS=1; the test suite sets it), every call checks
+# that each raw result has the shape and dtype of the graph's output aval: a
+# target that disagrees with the graph is a braze bug, caught where it happens.
+CHECK_RESULTS = os.environ.get("BRAZE_CHECK_RESULTS") == "1"
+
+
+def _check_results(compiled, entry: _Entry, results) -> None:
+    for k, (value, node) in enumerate(zip(results, entry.graph.outputs)):
+        want = node.aval
+        dtype = np.dtype(getattr(value, "dtype", None) or np.asarray(value).dtype)
+        shape = tuple(getattr(value, "shape", np.shape(value)))
+        if dtype != want.dtype or shape != tuple(want.shape):
+            raise AssertionError(
+                f"braze internal error: {compiled.__name__} on target {compiled.target.name} returned "
+                f"{dtype}{list(shape)} for output {k}, whose graph aval is {want}")
 
 
 def cache_info() -> dict:

@@ -82,7 +82,14 @@ def is_device_array(value) -> bool:
 
 
 def aval_of_value(value, what: str = "argument") -> Aval:
-    """The abstract value of a concrete leaf (array, NumPy scalar, Python scalar)."""
+    """The abstract value of a concrete leaf (array, NumPy scalar, Python scalar).
+
+    NumPy scalars are strong, Python scalars weak (NEP 50). ``np.float64`` is
+    a subclass of ``float`` (and ``np.complex128`` of ``complex``), so NumPy
+    types are recognised first: ``np.sqrt(2.0)`` is as strong as an array.
+    """
+    if isinstance(value, (np.ndarray, np.generic)):
+        return Aval(tuple(value.shape), check_dtype(value.dtype, what))
     if isinstance(value, bool):
         return Aval((), np.dtype(bool), True)
     if isinstance(value, int):
@@ -91,8 +98,6 @@ def aval_of_value(value, what: str = "argument") -> Aval:
         return Aval((), np.dtype(np.float64), True)
     if isinstance(value, complex):
         check_dtype(np.complex128, what)
-    if isinstance(value, (np.ndarray, np.generic)):
-        return Aval(tuple(value.shape), check_dtype(value.dtype, what))
     if is_device_array(value):
         cai = getattr(value, "__cuda_array_interface__", None)
         dtype = np.dtype(cai["typestr"]) if cai is not None else np.dtype(value.dtype)

@@ -654,3 +654,47 @@ def test_large_column_sums_use_numpy_reduction_and_stay_exact():
     small = braze.compile(lambda x: (x * 2.0).sum(axis=0), target="cpu")
     np.testing.assert_allclose(small(x[:4, :5]), (x[:4, :5] * 2.0).sum(axis=0), rtol=1e-5)
     assert "extern reduce_sum" not in small.lower(x[:4, :5]).plan
+
+
+# ---------------------------------------------------------------- arrays built from watched values
+# NumPy builds np.array([x, ...]) by calling __array__ on each element: a
+# plain array, and a silently zero gradient. braze intercepts these calls
+# while a tape or a trace is active and builds the array with its own ops.
+
+ESCAPES = {
+    "array_of_scalars": lambda x: np.array([x, x * 1.0, x + 2.5]).sum(),
+    "array_of_arrays": lambda x: (np.array([x, x * 2.0]) ** 2).sum(),
+    "nested_lists": lambda x: (np.array([[x, x * 3.0], [x * x, x]]) * np.arange(1.0, 5.0).reshape((2, 2) + (1,) * np.ndim(x))).sum(),
+    "asarray_keeps_it": lambda x: np.asarray(x).sum() * 3.0,
+    "r_": lambda x: (np.r_[x, x * 2.0, 1.0] ** 2).sum(),
+    "c_": lambda x: (np.c_[x, x * 2.0] * np.arange(1.0, 3.0)).sum(),
+    "append": lambda x: (np.append(x, x * 2.0) ** 2).sum(),
+    "append_axis": lambda x: (np.append(np.atleast_2d(x), np.atleast_2d(x * 3.0), axis=0) ** 2).sum(),
+    "max_of_array": lambda x: np.max(np.array([x, x * 0.5 + 1.0])),
+}
+
+
+@pytest.mark.parametrize("shape", [(), (3,)])
+@pytest.mark.parametrize("name", sorted(ESCAPES))
+def test_arrays_built_from_watched_values_carry_the_gradient(name, shape):
+    fn = ESCAPES[name]
+    x = np.linspace(0.5, 1.5, 3)[: shape[0]] if shape else np.float64(0.75)
+    want = numeric_grad(fn, [x], 0)
+    assert np.abs(want).max() > 0  # the check below cannot pass with a zero gradient
+    assert_close(braze.grad(fn)(x), want, f"{name} eager")
+    for target in ("generic", "cpu"):
+        assert_close(braze.compile(braze.grad(fn), target=target)(x), want, f"{name} on {target}")
+        assert_close(braze.compile(fn, target=target)(x), fn(x), f"{name} value on {target}")
+
+
+def test_a_watched_value_escaping_into_a_numpy_array_is_an_error_not_a_zero():
+    def f(x):
+        buf = np.empty(2)           # a plain NumPy buffer the tape cannot see
+        buf[:] = x * 2.0
+        return buf.sum()
+
+    with pytest.raises(GradientError, match="stop_gradient"):
+        braze.grad(f)(np.ones(2))
+    # detaching on purpose is allowed, and gives the gradient of what is left
+    g = braze.grad(lambda x: (braze.stop_gradient(x) * x).sum())(np.array([2.0, 3.0]))
+    assert np.array_equal(g, [2.0, 3.0])

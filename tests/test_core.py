@@ -133,7 +133,7 @@ def test_alloc_hook_only_affects_the_tracing_thread():
     for t in threads:
         t.join(30)
     assert not errors, errors
-    assert np.zeros is braze.alloc._originals["zeros"]  # restored after the last trace
+    assert np.zeros is braze.intercept._originals["zeros"]  # restored after the last trace
 
 
 def test_buffer_from_untraced_constructor_gives_a_clear_error():
@@ -163,7 +163,7 @@ def test_failed_trace_leaves_no_state_behind():
         f(np.ones(6), 4)
     assert f.cache_info().size == 0
     assert core.context_stack()[-1].__class__ is core.EagerContext
-    assert np.zeros is braze.alloc._originals["zeros"]
+    assert np.zeros is braze.intercept._originals["zeros"]
     assert f(np.ones(6), 3).shape == (3, 2)
 
 

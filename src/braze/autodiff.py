@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import indexing
+from . import indexing, intercept
 from .aval import Aval
 from . import numpy as bnp
 from . import pytree
@@ -59,8 +59,10 @@ def _dtype(x) -> np.dtype:
 
 class Watched(ArrayMethods):
     """An array a tape watches. It flows through NumPy calls (operators,
-    ufuncs, ``np.*`` functions), which the tape records; ``np.asarray(w)``
-    gives the plain value, detached from the tape.
+    ufuncs, ``np.*`` functions, ``np.array([w, ...])``), which the tape
+    records. Converting it to a plain NumPy array while the tape records
+    raises ``GradientError`` (the gradient would be lost); detach on purpose
+    with ``braze.stop_gradient(w)``.
 
     In-place updates (``w += 1``, ``w[0] = v``) rebind ``w`` to the updated
     value (the array it wraps is not modified); a basic-indexing result is a
@@ -168,6 +170,13 @@ class Watched(ArrayMethods):
 
     # Eagerly the value is known: Python may look at it (control flow, printing).
     def __array__(self, dtype=None, copy=None):
+        if self._active() and not self._tape._paused and _differentiable(self.dtype):
+            # NumPy is building a plain array from it: the gradient would be lost
+            raise GradientError(
+                f"a watched array {self.aval} was converted to a plain NumPy array{where()}, which "
+                "would silently drop its gradient; build arrays from watched values with braze's "
+                "traced NumPy calls (np.array([...]), np.stack, np.concatenate work), or detach it "
+                "on purpose with braze.stop_gradient(x)")
         value = self._concrete()
         return np.asarray(value, dtype=dtype) if copy is not True else np.array(value, dtype=dtype)
 
@@ -260,6 +269,7 @@ class GradientTape:
         self._entered = True
         self._parent = context_stack()[-1]
         push_context(self)
+        intercept.acquire()  # np.array([w, ...]) of watched values records a stack
         return self
 
     def __exit__(self, *exc) -> None:
@@ -274,6 +284,7 @@ class GradientTape:
             while self in context_stack() and context_stack()[-1] is not self:
                 pop_context(context_stack()[-1])
         pop_context(self)
+        intercept.release()
         self._exited = True
 
     def _recording_on_stack(self) -> bool:

@@ -595,6 +595,127 @@ def einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
     return bind("einsum", *operands, subscripts=spec)
 
 
+# ---------------------------------------------------------------- arrays from sequences
+
+
+def _is_braze_array(x) -> bool:
+    return hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, (np.ndarray, np.generic))
+
+
+def _build(obj):
+    """An array built with braze ops from a (nested) list of traced/watched
+    arrays, NumPy arrays and scalars: ``np.array([x, y])`` is a stack."""
+    if isinstance(obj, (list, tuple)):
+        parts = [_build(o) for o in obj]
+        if not parts:
+            return np.asarray(obj)
+        shapes = {_shape(p) for p in parts}
+        if len(shapes) != 1:
+            raise ShapeError(
+                f"array: setting an array element with a sequence: the elements have shapes "
+                f"{sorted(shapes)}, an inhomogeneous shape{_where()}; NumPy needs equal shapes at each level")
+        return stack(parts)
+    if _is_braze_array(obj):
+        return obj
+    # array creation from Python scalars is strong (np.array([x, 2.5]) is float64)
+    return np.asarray(obj)
+
+
+def array(object, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, like=None):  # noqa: A002
+    """``np.array`` of traced values (or lists of them), built with braze ops."""
+    result = _build(object)
+    if dtype is not None and np.dtype(dtype) != _dtype(result):
+        result = astype(result, dtype)
+    elif copy and result is object:
+        result = asarray_copy(result)
+    elif copy is False and result is not object:
+        raise _unsupported("array", "copy=False", "the list must be copied into a new array; pass copy=None")
+    if _ndim(result) < ndmin:
+        result = reshape(result, (1,) * (ndmin - _ndim(result)) + _shape(result))
+    return result
+
+
+def asarray(a, dtype=None, order=None, *, device=None, copy=None, like=None):
+    """``np.asarray``: a traced array is returned as it is (no copy)."""
+    return array(a, dtype, copy=bool(copy) if copy is not None else False)
+
+
+def asanyarray(a, dtype=None, order=None, *, device=None, copy=None, like=None):
+    return asarray(a, dtype, copy=copy)
+
+
+def ascontiguousarray(a, dtype=None, *, like=None):
+    return array(a, dtype, copy=False, ndmin=1)
+
+
+def append(arr, values, axis=None):
+    """``np.append``: a concatenation (flattened when ``axis`` is None)."""
+    if axis is None:
+        arr = ravel(asarray(arr)) if _ndim(arr) != 1 else arr
+        values = ravel(asarray(values))
+        return concatenate((arr, values), axis=0)
+    return concatenate((arr, values), axis=axis)
+
+
+class _AxisConcatenator:
+    """``np.r_`` / ``np.c_`` for items that include traced arrays: NumPy's rules
+    (slices become ``arange``, scalars and 1-D items are promoted to ``ndmin``
+    dimensions, the result dtype is ``result_type`` of the items with Python
+    scalars weak). String directives (``np.r_['0,2', ...]``) are not supported."""
+
+    def __init__(self, name: str, axis: int, ndmin: int, trans1d: int):
+        self.name, self.axis, self.ndmin, self.trans1d = name, axis, ndmin, trans1d
+
+    def __getitem__(self, key):
+        items = key if isinstance(key, tuple) else (key,)
+        objs, scalars, type_objs = [], [], []
+        for item in items:
+            if isinstance(item, str):
+                raise _unsupported(self.name, f"the directive {item!r}", f"write np.concatenate(...) instead of np.{self.name}[...]")
+            if isinstance(item, slice):
+                step = 1 if item.step is None else item.step
+                if isinstance(step, complex):
+                    new = np.linspace(item.start or 0, item.stop, int(abs(step)))
+                else:
+                    new = np.arange(item.start or 0, item.stop, step)
+                new = np.array(new, ndmin=self.ndmin)
+                if self.ndmin > 1 and self.trans1d != -1:
+                    new = np.moveaxis(new, -1, self.trans1d)
+                objs.append(new)
+                type_objs.append(new)
+                continue
+            if isinstance(item, (bool, int, float, complex, np.generic)) or (
+                    _is_braze_array(item) and _ndim(item) == 0):
+                scalars.append(len(objs))
+                type_objs.append(item)
+                new = reshape(asarray(item), (1,) * self.ndmin) if _is_braze_array(item) else np.array(item, ndmin=self.ndmin)
+                objs.append(new)
+                continue
+            new = array(item, copy=False)
+            nd = _ndim(new)
+            if nd < self.ndmin:
+                new = reshape(new, (1,) * (self.ndmin - nd) + _shape(new))
+                if self.trans1d != -1:
+                    k2, k1 = self.ndmin - nd, self.trans1d
+                    if k1 < 0:
+                        k1 += k2 + 1
+                    axes = list(range(self.ndmin))
+                    new = transpose(new, axes[:k1] + axes[k2:] + axes[k1:k2])
+            objs.append(new)
+            type_objs.append(item)
+        final = result_type(*type_objs)
+        for k in scalars:
+            objs[k] = astype(objs[k], final)
+        return concatenate(objs, axis=self.axis)
+
+    def __len__(self):
+        return 0
+
+
+r_ = _AxisConcatenator("r_", 0, 1, -1)
+c_ = _AxisConcatenator("c_", -1, 2, 0)
+
+
 # ---------------------------------------------------------------- constructors
 
 

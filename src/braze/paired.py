@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import alloc, pytree
+from . import intercept, pytree
 from .aval import Aval
 from .core import KIND, pop_context, push_context
 from .errors import where
@@ -68,7 +68,7 @@ def trace_joint(fn, call, target: str):
     tracers = [ctx.new_input(i, a) for i, a in enumerate(call.avals)]
     push_context(ctx)
     try:
-        with alloc.traced_constructors():
+        with intercept.intercepted():
             tape = GradientTape(persistent=True)
             with tape:
                 watched = [tape._watch_leaf(t) if _differentiable(t.dtype) else t for t in tracers]

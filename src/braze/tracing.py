@@ -220,14 +220,14 @@ def trace_flat(fn: Callable, avals: list[Aval], names: list[str] | None = None, 
     are the function's outputs followed by the final value of every input
     that the function updated in place; ``mutated`` lists those inputs.
     """
-    from . import alloc
+    from . import intercept
 
     ctx = GraphContext(target)
     tracers = [ctx.new_input(i, a) for i, a in enumerate(avals)]
     originals = [t._node_ for t in tracers]
     push_context(ctx)
     try:
-        with alloc.traced_constructors():
+        with intercept.intercepted():
             outs = fn(*tracers)
             out_nodes = [ctx.lift(o) for o in outs]
             final = [t._node for t in tracers]

@@ -1,0 +1,171 @@
+"""NumPy calls that never reach ``__array_function__``, intercepted while braze
+traces or records a gradient tape.
+
+Two groups of NumPy functions cannot see braze's arrays through NumPy's
+protocols:
+
+* **Constructors** ``np.empty``/``np.zeros``/``np.ones``/``np.full`` called
+  with no array argument. Inside a *trace* they return a traced array (a
+  broadcast constant), so ``out = np.zeros(...); out[1:] = f(x)`` becomes a
+  functional update.
+* **Converters** ``np.array``/``np.asarray``/``np.asanyarray``/
+  ``np.ascontiguousarray`` and the index builders ``np.r_``/``np.c_``, given
+  a traced or watched array, or a (nested) list of them. NumPy would call
+  ``__array__`` on each and build a plain array: a silent loss of the
+  gradient under a tape. While a trace or a tape is active they build the
+  array with braze ops instead (``np.array([x, y])`` is a stack), so the
+  result is traced and carries its gradient.
+
+While at least one thread traces or records, these names in the ``numpy``
+module are replaced by wrappers, under a lock and reference counted. A
+wrapper acts only in a thread whose innermost context is a trace or a tape,
+and only for calls from code outside NumPy, SciPy, numba and braze (NumPy's
+own Python code calls ``np.empty`` internally; a SciPy function converting
+its argument must get NumPy's behaviour). Everywhere else it calls NumPy's
+own function unchanged.
+
+Limits (documented in the README):
+
+* Code that bound the functions before tracing (``from numpy import zeros``)
+  keeps NumPy's originals.
+* ``np.empty`` is traced as ``np.zeros`` (its contents are unspecified).
+* Other constructors (``arange``, ``eye``, ``tri``, ``linspace``, ...) return
+  NumPy arrays as usual; inside a trace they become captured constants.
+* A ``numba.njit`` function compiled *in another thread while a trace runs*
+  that calls one of these functions sees the wrapper and fails to type it.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import sys
+import threading
+
+import numpy
+
+from . import numpy as bnp
+from .core import current_context
+
+CONSTRUCTORS = ("empty", "zeros", "ones", "full")
+CONVERTERS = ("array", "asarray", "asanyarray", "ascontiguousarray")
+INDEX_BUILDERS = ("r_", "c_")
+NAMES = CONSTRUCTORS + CONVERTERS + INDEX_BUILDERS
+
+# Callers inside these packages always get NumPy's own functions.
+_LIBRARIES = ("numpy", "scipy", "braze", "numba", "llvmlite")
+
+_lock = threading.Lock()
+_active = 0
+_originals = {name: getattr(numpy, name) for name in NAMES}
+
+
+def _context_kind() -> str | None:
+    """"trace" or "tape" when the calling thread's innermost context is one."""
+    from .autodiff import GradientTape
+    from .tracing import GraphContext
+
+    ctx = current_context()
+    if isinstance(ctx, GraphContext):
+        return "trace"
+    if isinstance(ctx, GradientTape):
+        return "tape"
+    return None
+
+
+def _from_user_code(depth: int = 2) -> bool:
+    return not sys._getframe(depth).f_globals.get("__name__", "").startswith(_LIBRARIES)
+
+
+def _holds_braze_array(value) -> bool:
+    """Whether ``value`` is, or a (nested) list/tuple holds, a traced or watched array."""
+    from .surface import ArrayMethods
+
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, ArrayMethods):
+            return True
+        if isinstance(v, (list, tuple)):
+            stack.extend(v)
+    return False
+
+
+def _constructor(name: str):
+    original = _originals[name]
+    traced = getattr(bnp, name)
+
+    @functools.wraps(original)
+    def wrapper(*args, **kwargs):
+        if not kwargs.get("like") and _context_kind() == "trace" and _from_user_code():
+            return traced(*args, **kwargs)
+        return original(*args, **kwargs)
+
+    return wrapper
+
+
+def _converter(name: str):
+    original = _originals[name]
+    build = getattr(bnp, name)
+
+    @functools.wraps(original)
+    def wrapper(*args, **kwargs):
+        if (args and not kwargs.get("like") and _holds_braze_array(args[0])
+                and _context_kind() is not None and _from_user_code()):
+            return build(*args, **kwargs)
+        return original(*args, **kwargs)
+
+    return wrapper
+
+
+class _IndexBuilder:
+    """``np.r_`` / ``np.c_``: braze's concatenation for traced items, NumPy's otherwise."""
+
+    def __init__(self, name: str):
+        self._name = name
+        self._original = _originals[name]
+
+    def __getitem__(self, key):
+        items = key if isinstance(key, tuple) else (key,)
+        if _holds_braze_array(list(items)) and _context_kind() is not None:
+            return getattr(bnp, self._name)[key]
+        return self._original[key]
+
+    def __len__(self):
+        return len(self._original)
+
+    def __getattr__(self, attr):
+        return getattr(self._original, attr)
+
+
+_wrappers = {name: _constructor(name) for name in CONSTRUCTORS}
+_wrappers.update({name: _converter(name) for name in CONVERTERS})
+_wrappers.update({name: _IndexBuilder(name) for name in INDEX_BUILDERS})
+
+
+def acquire() -> None:
+    """Install the wrappers (reference counted: one acquire per trace or tape)."""
+    global _active
+    with _lock:
+        if _active == 0:
+            for name in NAMES:
+                setattr(numpy, name, _wrappers[name])
+        _active += 1
+
+
+def release() -> None:
+    global _active
+    with _lock:
+        _active -= 1
+        if _active == 0:
+            for name in NAMES:
+                setattr(numpy, name, _originals[name])
+
+
+@contextlib.contextmanager
+def intercepted():
+    """The wrappers installed for the duration of a ``with`` block."""
+    acquire()
+    try:
+        yield
+    finally:
+        release()

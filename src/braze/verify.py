@@ -2,7 +2,9 @@
 
 ``verify`` runs every registered kernel (or those of one composite) on its
 composite's example inputs, each kernel itself (not the one selection would
-pick), and compares with the body evaluated on the ``generic`` target. ``braze.testing`` wraps
+pick), and compares with the body evaluated on the ``generic`` target. It
+also checks what runs when no kernel is chosen: the composite's body as each
+compiling target inlines and fuses it (a ``body`` row per target and dtype). ``braze.testing`` wraps
 it for pytest.
 """
 from __future__ import annotations
@@ -64,6 +66,7 @@ def verify(name: str | None = None, targets=None, *, raise_on_error: bool = Fals
     reports = []
     for cname, comps in defined(name).items():
         comp = comps[-1]
+        reports.extend(_verify_body(cname, comp, _body_targets(targets)))
         for entry in registry.kernels(cname):
             if targets is not None and entry.target not in targets:
                 continue
@@ -103,6 +106,72 @@ def verify(name: str | None = None, targets=None, *, raise_on_error: bool = Fals
     if raise_on_error and not all(r.ok for r in reports):
         raise CompositeError("kernel verification failed:\n" + "\n".join(str(r) for r in reports if not r.ok))
     return reports
+
+
+def _body_targets(targets) -> list[str]:
+    """The compiling targets a composite's body is checked on: those asked for,
+    or every available one (generic is the reference itself)."""
+    from braze.targets import available
+
+    names = list(targets) if targets is not None else [n for n, t in available().items() if t.is_available()]
+    return [n for n in names if n != "generic"]
+
+
+def _verify_body(cname: str, comp, targets) -> list[Report]:
+    """The composite's body as each target compiles it (kernels switched off, so
+    the body is inlined and fused) against the body on the generic target."""
+    import braze
+
+    reports = []
+    for target in targets:
+        if comp.examples is None:
+            reports.append(Report(cname, "body", target, "-", 0.0, 0.0, 0, False,
+                                  "not checked: the composite has no examples="))
+            continue
+        by_dtype: dict[str, Report] = {}
+        for args, attrs in _examples(comp):
+            call = _bind_attrs(comp, attrs)
+            floats = [a for a in args if isinstance(a, np.ndarray) and a.dtype.kind == "f"]
+            dtype = np.result_type(*(floats or [a for a in args if isinstance(a, np.ndarray)])).name
+            rep = by_dtype.setdefault(dtype, Report(cname, "body (inlined, fused)", target, dtype, 0.0, 0.0, 0, True))
+            with braze.disable_kernels(cname), np.errstate(all="ignore"):
+                want = braze.compile(call, target="generic")(*args)
+                try:
+                    got = braze.compile(call, target=target)(*args)
+                except Exception as exc:
+                    rep.ok, rep.detail = False, f"{type(exc).__name__}: {exc}"
+                    rep.examples += 1
+                    continue
+            _compare(rep, got, want)
+            rep.examples += 1
+            if all(np.asarray(w).dtype.kind == "f" and np.isfinite(w).all() for w in _tuple(want)):
+                back = by_dtype.setdefault(dtype + " grad", Report(
+                    cname, "body backward", target, dtype, 0.0, 0.0, 0, True))
+                _check_body_backward(back, call, cname, args, want, target)
+        reports.extend(by_dtype.values())
+    return reports
+
+
+def _check_body_backward(rep: Report, call, cname: str, args, want, target: str) -> None:
+    """The body's gradient as ``target`` compiles it (paired forward/backward)
+    against the generic target's, for a seeded random cotangent."""
+    import braze
+
+    rng = np.random.default_rng(0)
+    cts = tuple(rng.standard_normal(np.shape(w)).astype(np.asarray(w).dtype) for w in _tuple(want))
+    ct = cts if isinstance(want, tuple) else cts[0]
+    with braze.disable_kernels(cname), np.errstate(all="ignore"):
+        _, vjp = braze.compile(call, target="generic").vjp(*args)
+        expected = vjp(ct)
+        try:
+            _, vjp = braze.compile(call, target=target).vjp(*args)
+            got = vjp(ct)
+        except Exception as exc:
+            rep.ok, rep.detail = False, f"{type(exc).__name__}: {exc}"
+            rep.examples += 1
+            return
+    _compare(rep, tuple(got), tuple(expected))
+    rep.examples += 1
 
 
 def _tuple(value) -> tuple:

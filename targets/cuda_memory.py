@@ -247,6 +247,10 @@ def view(dev: _Device, node, x: DArray) -> DArray:
         return DArray(x.buf, x.off, shape, strides, x.dtype)
     if op == "slice":
         return _sliced(x, kw["slices"])
+    if op == "strided_view":  # of a flat buffer (arguments sharing memory)
+        step = x.strides[0]
+        return DArray(x.buf, x.off + kw["offset"] * step, list(kw["shape"]), [s * step for s in kw["strides"]],
+                      x.dtype)
     if op == "reshape":
         x = contiguous(dev, x)
         shape = tuple(kw["shape"])

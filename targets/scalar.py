@@ -49,10 +49,14 @@ def literal(value, dtype) -> str:
     return f"{np_type(dtype)}({int(value)})"
 
 
+# ops whose dtype rule is another ufunc's
+_UFUNC = {"scalar_power": "power"}
+
+
 @functools.lru_cache(maxsize=4096)
 def loop_dtypes(op: str, keys: tuple) -> tuple[np.dtype, ...]:
     """The NumPy ufunc loop (input dtypes..., output dtype) for these operands."""
-    ufunc = getattr(np, op)
+    ufunc = getattr(np, _UFUNC.get(op, op))
     operands = tuple(python_scalar_type(d) if weak else np.dtype(d) for d, weak in keys)
     try:
         return tuple(np.dtype(d) for d in ufunc.resolve_dtypes(operands + (None,) * ufunc.nout))
@@ -98,6 +102,7 @@ TEMPLATES = {
     "remainder": lambda a, b, t: f"rt.remainder_{t.kind}({a}, {b})",
     "fmod": lambda a, b, t: f"rt.fmod_{t.kind}({a}, {b})",
     "power": lambda a, b, t: f"({a} ** {b})" if t.kind == "f" else f"rt.ipower({a}, {b})",
+    "scalar_power": lambda a, b, t: f"({a} ** {b})" if t.kind == "f" else f"rt.ipower({a}, {b})",
     "arctan2": lambda a, b, t: f"math.atan2({a}, {b})",
     "hypot": lambda a, b, t: f"math.hypot({a}, {b})",
     "copysign": lambda a, b, t: f"math.copysign({a}, {b})",

@@ -17,7 +17,7 @@ def test_every_op_has_every_rule():
 
 def test_every_elementwise_op_is_reachable_from_braze_numpy():
     for op in ELEMENTWISE_OPS:
-        if op in ("convert", "where", "clip", "erf"):
+        if op in ("convert", "where", "clip", "erf", "scalar_power"):  # (scalar_power: the ** of a NumPy scalar)
             continue
         assert op in bnp.UFUNCS, op
 

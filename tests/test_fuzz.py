@@ -1621,9 +1621,9 @@ def test_element_update_casts_like_numpy(target):
 
 
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.xfail(strict=True, reason="BUG (minor): s ** 0.5 of a 0-d value: NumPy scalars use C pow "
-                   "(-inf ** 0.5 = inf), braze uses sqrt (nan) as for arrays")
 def test_scalar_pow_half_of_minus_inf(target):
+    """s ** 0.5 of a NumPy scalar is C's pow (-inf ** 0.5 = inf); braze took a
+    square root (NaN) as for arrays. Tracers now know NumPy scalars from 0-d arrays."""
     def prog(x):
         s = x.min()  # a NumPy scalar
         return s ** 0.5

@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import pytree
+from . import calling, pytree
 from .aval import Aval, aval_of_value, is_device_array
 from .core import EagerContext, current_context
 from .errors import BrazeError, ConcretizationError, DTypeError, ShapeError, TargetError, TraceError, where
@@ -86,6 +86,7 @@ class _Entry:
     versions: tuple = ()                          # (composite name, registry version) it depended on
     registry_version: int = 0
     donated: tuple = ()
+    outputs: list = field(default_factory=list)   # an OutputSpec per result (calling.finish)
 
 
 @dataclass
@@ -100,6 +101,13 @@ class _Call:
     rebuild: Callable
     donated: tuple = ()
     odd: tuple = ()  # (name, value) of arguments that are None or strings without being declared static
+    specs: list = field(default_factory=list)     # an InputSpec per dynamic leaf
+    aliases: Any = calling.NO_ALIASES             # leaves that share memory (calling.AliasPlan)
+
+    @property
+    def inputs(self) -> list:
+        """The executable's inputs: alias buffers, then the leaves not aliased."""
+        return self.aliases.inputs(self.dynamic) if self.aliases else self.dynamic
 
 
 class Lowered:
@@ -184,11 +192,12 @@ class Compiled:
         if not kwargs:
             # Fast path: plain positional ndarrays whose shapes and dtypes were seen.
             try:
-                fast = self._fast.get(tuple([(a.shape, a.dtype) for a in args if type(a) is np.ndarray]))
+                fast = self._fast.get(tuple([(a.shape, a.dtype, a.strides) for a in args if type(a) is np.ndarray]))
             except AttributeError:
                 fast = None
             if (fast is not None and fast[1] == len(args) and type(current_context()) is EagerContext
-                    and fast[2].registry_version == registry.VERSION[0] and not registry.disabled_state()):
+                    and fast[2].registry_version == registry.VERSION[0] and not registry.disabled_state()
+                    and (len(args) < 2 or calling.distinct_owners(args))):
                 self._info.hits += 1
                 try:
                     self._cache.move_to_end(fast[2].key)
@@ -204,29 +213,37 @@ class Compiled:
         else:
             entry = self._fresh(entry)
             self._info.hits += 1
-        if (not kwargs and len(call.dynamic) == len(args) and not registry.disabled_state()
+        if (not kwargs and len(call.dynamic) == len(args) and not registry.disabled_state() and not call.aliases
                 and all(type(a) is np.ndarray and a is d for a, d in zip(args, call.dynamic))):
-            self._fast[tuple((a.shape, a.dtype) for a in args)] = (self._runner(entry), len(args), entry)
-        return self._run(entry, call.dynamic)
+            self._fast[tuple((a.shape, a.dtype, a.strides) for a in args)] = (self._runner(entry), len(args), entry)
+        return self._run(entry, call)
 
     def _runner(self, entry: _Entry):
         """A closure running ``entry`` on a list of arrays, with as little work as possible."""
         run, mutated, tree = entry.executable.run, entry.mutated, entry.out_tree
+        general = lambda dynamic: self._run(entry, dynamic)  # noqa: E731
         if CHECK_RESULTS:
-            return lambda dynamic: self._run(entry, dynamic)
+            return general
         # (a registry change replaces entry.executable and clears the fast path)
-        if not mutated and tree == pytree.LEAF:
+        spec = entry.outputs[0] if entry.outputs else None
+        if not mutated and tree == pytree.LEAF and spec is not None and spec.view is None and not spec.readonly:
+            finish = calling.finish
+
             def single(dynamic):
                 out = run(dynamic)[0]
                 if type(out) is np.ndarray and out.ndim and out.flags.writeable:
                     return out
-                return _finish(out)
+                return finish(out, spec, dynamic)
             return single
-        return lambda dynamic: self._run(entry, dynamic)
+        return general
 
-    def _run(self, entry: _Entry, dynamic: list, outs=None):
-        outs = self._run_raw(entry, dynamic, outs)
-        results = [_finish(o) for o in outs[: entry.n_out]]
+    def _run(self, entry: _Entry, call, outs=None):
+        """Run ``entry`` for a ``_Call`` (or a plain list of leaves that share no
+        memory) and finish its results as NumPy returns them."""
+        dynamic, inputs = (call.dynamic, call.inputs) if isinstance(call, _Call) else (call, call)
+        raw = self._run_raw(entry, inputs, outs)
+        specs = entry.outputs or [None] * entry.n_out
+        results = [calling.finish(o, spec, dynamic) for o, spec in zip(raw[: entry.n_out], specs)]
         return pytree.unflatten(entry.out_tree, results)
 
     def into(self, out):
@@ -261,7 +278,7 @@ class Compiled:
                     raise DTypeError(f"{self.__name__}.into: result {k} is {want.dtype} but out leaf {k} is "
                                      f"{'a read-only ' if not buf.flags.writeable else ''}{buf.dtype}{where()}; "
                                      f"pass writeable arrays of a dtype {want.dtype} casts to (same kind)")
-            results = self._run_raw(entry, c.dynamic, leaves + [None] * len(entry.mutated))
+            results = self._run_raw(entry, c.inputs, leaves + [None] * len(entry.mutated))
             for buf, value in zip(leaves, results[: entry.n_out]):
                 if value is not buf:
                     np.copyto(buf, value, casting="same_kind")
@@ -353,7 +370,7 @@ class Compiled:
         else:
             items = [(f"arg{i}", a) for i, a in enumerate(args)] + list(kwargs.items())
             kinds = {}
-        key_parts, dynamic, avals, names, statics, donated = [], [], [], [], [], []
+        key_parts, dynamic, avals, names, statics, donated, specs = [], [], [], [], [], [], []
         odd = []
         for position, (name, value) in enumerate(items):
             if position in self._static_argnums or name in self._static_argnames:
@@ -379,16 +396,21 @@ class Compiled:
                     aval = aval_of_value(leaf, f"argument {path}")
                     if donate:
                         donated.append(len(dynamic))
+                    lkey = calling.leaf_key(leaf, aval)
+                    specs.append(calling.input_spec(leaf, aval, lkey))
                     dynamic.append(leaf)
                     avals.append(aval)
                     names.append(path)
-                    leaf_kinds.append((aval.shape, aval.dtype.str, aval.weak))
+                    leaf_kinds.append(lkey)
                 else:
                     static = _static_value(path, leaf)
                     leaf_kinds.append(("static", static))
                     statics.append((path, leaf))
             key_parts.append((name, treedef, tuple(leaf_kinds)))
-        key = (tuple(key_parts), self.target.cache_key(), registry.disabled_state())
+        aliases = calling.plan_aliases(dynamic, names)
+        if aliases:
+            donated = []  # donation only lets braze reuse memory; with shared memory it may not
+        key = (tuple(key_parts), self.target.cache_key(), registry.disabled_state(), aliases.key)
 
         def rebuild(tracers):
             it = iter(tracers)
@@ -409,7 +431,7 @@ class Compiled:
                     pos.append(value)
             return pos, kw
 
-        return _Call(key, dynamic, avals, names, statics, rebuild, tuple(donated), tuple(odd))
+        return _Call(key, dynamic, avals, names, statics, rebuild, tuple(donated), tuple(odd), specs, aliases)
 
     # ---- tracing and lowering
     def _compile(self, call: _Call) -> _Entry:
@@ -429,7 +451,12 @@ class Compiled:
             reason = self._miss_reason(call)
             t0 = time.perf_counter()
             try:
-                graph, mutated = trace_flat(flat_fn, call.avals, call.names, target=self.target.name)
+                taken = {m[0] for g in call.aliases.groups for m in g[2]} | set(call.aliases.same)
+                input_names = [f"alias{k}" for k in range(len(call.aliases.groups))] + \
+                    [n for i, n in enumerate(call.names) if i not in taken]
+                traced = trace_flat(flat_fn, call.avals, input_names, target=self.target.name,
+                                    specs=call.aliases.specs(call.specs), buffers=call.aliases.buffers())
+                graph, mutated = traced.graph, traced.mutated
             except (TypeError, ValueError, AttributeError, ConcretizationError) as exc:
                 if not call.odd or (isinstance(exc, BrazeError) and not isinstance(exc, ConcretizationError)):
                     raise
@@ -448,7 +475,8 @@ class Compiled:
             t1 = time.perf_counter()
             graph, stages = run_passes(graph, keep_stages=True)
             t2 = time.perf_counter()
-            entry = _Entry(call.key, graph, stages, None, out_tree[0], n_out, mutated, donated=call.donated)
+            entry = _Entry(call.key, graph, stages, None, out_tree[0], n_out, mutated, donated=call.donated,
+                           outputs=traced.outputs)
             self._select_and_lower(entry)
             t3 = time.perf_counter()
             if logger.isEnabledFor(logging.INFO):

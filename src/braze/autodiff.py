@@ -122,6 +122,13 @@ class Watched(ArrayMethods):
     def _active(self) -> bool:
         return self._tape._recording_on_stack()
 
+    def _is_scalar(self) -> bool:
+        value = self._value_
+        if isinstance(value, (np.generic, int, float, bool)):
+            return True
+        is_scalar = getattr(value, "_is_scalar", None)  # a traced value under the tape
+        return bool(is_scalar()) if is_scalar is not None else False
+
     def __getitem__(self, key):
         result = indexing.getitem(self, key)
         if indexing.is_basic(key) and isinstance(result, Watched) and result._tape is self._tape:

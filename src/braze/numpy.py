@@ -180,7 +180,13 @@ def asarray_copy(x):
     return bind("convert", x, dtype=_dtype(x))
 
 
-copy = asarray_copy
+def copy(a, order="K", subok=False):
+    """``np.copy`` (memory order 'K' by default, as NumPy; ``ndarray.copy`` is 'C')."""
+    result = asarray_copy(a)
+    relayout = getattr(result, "_relayout", None)  # a traced array follows NumPy's layout
+    if relayout is not None and order != "K":
+        relayout(order)
+    return result
 
 
 def round(a, decimals=0, out=None):  # noqa: A001
@@ -773,6 +779,5 @@ ARRAY_FUNCTIONS = {
 for _np_name in ("amax", "amin", "round", "around", "abs", "true_divide", "permute_dims", "pow"):
     if hasattr(np, _np_name):
         ARRAY_FUNCTIONS[getattr(np, _np_name)] = globals()[_np_name]
-ARRAY_FUNCTIONS[np.copy] = asarray_copy
 
 del _np_name, math, DTypeError

@@ -65,7 +65,7 @@ def trace_joint(fn, call, target: str):
     from .autodiff import GradientError, GradientTape, Watched, _differentiable, _parts
 
     ctx = GraphContext(target)
-    tracers = [ctx.new_input(i, a) for i, a in enumerate(call.avals)]
+    tracers = [ctx.new_input(i, a, strides=s.strides, scalar=s.scalar) for i, (a, s) in enumerate(zip(call.avals, call.specs))]
     push_context(ctx)
     try:
         with intercept.intercepted():

@@ -47,6 +47,8 @@ def _check_power(base, exponent) -> None:
 
 def _pow(self, other):
     _check_power(self, other)
+    if self._is_scalar():
+        return bind("scalar_power", self, other)  # NumPy's scalar math: C's pow
     if type(other) is int and other == 2 and np.dtype(self.dtype) == np.bool_:
         return bnp.square(self)  # NumPy's fast path for ** 2: bool ** 2 is int8, as np.square gives
     return bind("power", self, other)
@@ -65,8 +67,8 @@ def _inplace(name: str):
         fn = _pow
 
     def method(self, other):
-        if getattr(self, "_element", False):
-            # x[i, j] of an array is a NumPy scalar: immutable, so s += v rebinds s
+        if self._is_scalar():
+            # a NumPy scalar (x[i, j], a reduction) is immutable: s += v rebinds s
             # (with NumPy's promotion) and never writes into x
             return fn(self, other)
         self._assign(fn(self, other), f"{name} (in place)")
@@ -139,6 +141,10 @@ class ArrayMethods:
             "`from numpy import zeros`; a Python list or tuple passed as an argument is a pytree whose "
             "elements are traced one by one: pass np.asarray(list) instead)"
         )
+
+    def _is_scalar(self) -> bool:
+        """Whether this is a NumPy scalar (immutable) rather than an array."""
+        return False
 
     # ---- concretization
     def __bool__(self):
@@ -322,7 +328,7 @@ class ArrayMethods:
         return bnp.astype(self, dtype)
 
     def copy(self, order="C"):
-        return bnp.asarray_copy(self)
+        return bnp.copy(self, order=order)
 
     def clip(self, min=None, max=None, out=None, **kw):
         return bnp.clip(self, min, max, out, **kw)

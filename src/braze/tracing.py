@@ -1,11 +1,26 @@
-"""Tracing: the graph context, the tracer objects it hands out, and ``trace``.
+"""Tracing: the graph context, the tracer objects it hands out, and ``trace_flat``.
 
 A ``Tracer`` is a mutable *reference* to a graph node, the way a NumPy
 variable refers to a buffer: an in-place operation (``a += b``,
 ``a[1:] = v``) points the same tracer object at a new node, so every Python
-name bound to it sees the update. A basic-indexing result (``v = a[1:]``)
-is a *view*: writing through it updates ``a``, and reading it after ``a``
-changed reads the new values, as in NumPy.
+name bound to it sees the update.
+
+**Views.** Every op NumPy documents as returning a view (basic indexing,
+transposes, ``reshape``/``ravel`` when no copy is needed, ``squeeze``,
+``expand_dims``, ``broadcast_to``, ...) gives a tracer that remembers its
+base and how to read itself from it and write itself back (``View``). A
+write through a view is a write to its base (a functional update of the
+base's node), and a view read after its base changed reads the new values:
+NumPy's semantics, by construction. Whether a reshape needs a copy depends
+on memory layout, so each tracer also carries the element strides NumPy
+would give its value (``braze.layout``). Read-only views (``broadcast_to``,
+``diagonal``) refuse writes as NumPy does.
+
+**Scalars.** A 0-d result of a ufunc, a reduction or integer indexing is a
+NumPy *scalar* (immutable: ``s += 1`` rebinds ``s``; ``s ** 0.5`` is C's
+``pow``), while a 0-d array (``x[..., 0]`` of a 1-d ``x``, ``reshape(())``)
+is an array. Tracers know which they are, and results come back the same
+way.
 """
 from __future__ import annotations
 
@@ -13,10 +28,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import indexing
+from . import indexing, layout
 from .aval import Aval, aval_of_value, check_dtype
-from .core import ABSTRACT, NUMPY_IMPL, bind, pop_context, push_context
-from .errors import ConcretizationError, TraceError, UnsupportedOpError, user_frame, where
+from .core import ABSTRACT, KIND, NUMPY_IMPL, bind, pop_context, push_context
+from .errors import BrazeError, ConcretizationError, TraceError, UnsupportedOpError, user_frame, where
 from .graph import Graph, Literal, Node, toposort
 from .surface import ArrayMethods
 
@@ -25,27 +40,97 @@ from .surface import ArrayMethods
 TRACE_RULES: dict[str, Callable] = {}
 
 
+class ReadOnlyError(BrazeError, ValueError):
+    """A write through a read-only view (``broadcast_to``, ``diagonal``), as NumPy refuses it."""
+
+
+# ---------------------------------------------------------------- views
+# op -> write(base, value, **params): the base's new value when ``value`` is
+# written into the view the op makes of it. An op listed here with None makes
+# a read-only view.
+
+def _write_slice(base, value, *, slices):
+    return bind("update_slice", base, value, slices=slices)
+
+
+def _write_transpose(base, value, *, perm):
+    return bind("transpose", value, perm=tuple(int(i) for i in np.argsort(perm)))
+
+
+def _write_reshape(base, value, *, shape):
+    return bind("reshape", value, shape=tuple(base.shape))
+
+
+def _write_strided(base, value, **params):
+    return bind("strided_update", base, value, **params)
+
+
+VIEW_WRITE: dict[str, Callable | None] = {
+    "slice": _write_slice,
+    "transpose": _write_transpose,
+    "reshape": _write_reshape,
+    "strided_view": _write_strided,
+    "broadcast_to": None,
+    "diagonal": None,
+}
+
+READ_ONLY = {
+    "broadcast_to": "np.broadcast_to returns a read-only view",
+    "diagonal": "np.diagonal returns a read-only view",
+}
+
+
+class View:
+    """How a tracer views its ``base``: the op (and params) that reads it from the
+    base, whether writing through it is refused, and whether NumPy's choice
+    between a view and a copy was unknown (then reading it after its base
+    changed, or writing through it, raises instead of guessing)."""
+
+    __slots__ = ("base", "op", "params", "readonly", "uncertain")
+
+    def __init__(self, base: "Tracer", op: str, params: dict, readonly: str | None = None,
+                 uncertain: bool = False):
+        self.base, self.op, self.params = base, op, params
+        self.readonly, self.uncertain = readonly, uncertain
+
+
+def _uncertain_error(what: str) -> ConcretizationError:
+    return ConcretizationError(
+        f"{what} a reshape of an array whose memory layout braze does not model (the result of an "
+        f"advanced-indexing gather, an einsum, ...){where()}: NumPy returns a view or a copy there "
+        "depending on strides, so the result would be a guess. Make the reshape explicit with "
+        ".copy() (a copy) or write through the original array instead")
+
+
+# ---------------------------------------------------------------- the tracer
+
+
 class Tracer(ArrayMethods):
     """A traced array: shape and dtype are known, values are not."""
 
-    __slots__ = ("_ctx", "_node_", "_version", "_base", "_key", "_base_version", "_element")
+    __slots__ = ("_ctx", "_node_", "_version", "_view", "_base_version", "_scalar", "_strides")
 
-    def __init__(self, ctx: "GraphContext", node: Node, base: "Tracer | None" = None, key=None):
+    def __init__(self, ctx: "GraphContext", node: Node, view: View | None = None,
+                 scalar: bool = False, strides=None):
         self._ctx = ctx
         self._node_ = node
         self._version = 0
-        self._base = base
-        self._key = key
-        self._base_version = base._version if base is not None else 0
-        self._element = False  # x[i, j]: a NumPy scalar (a copy), not a view
+        self._view = view
+        self._base_version = view.base._version if view is not None else 0
+        self._scalar = scalar
+        self._strides = strides if strides is not None or node.aval.ndim else ()
 
     @property
     def _node(self) -> Node:
-        base = self._base
-        if base is not None:
-            _ = base._node  # bring a chain of views up to date first
+        view = self._view
+        if view is not None:
+            # a chain of views is short (one per view op); bring the bases up to date first
+            base = view.base
+            _ = base._node
             if base._version != self._base_version:
-                self._node_ = self._ctx.lift(indexing.getitem(base, self._key))
+                if view.uncertain:
+                    raise _uncertain_error("reading, after its base was written,")
+                self._node_ = self._ctx.record(view.op, (base._node,), view.params)
                 self._base_version = base._version
                 self._version += 1
         return self._node_
@@ -57,6 +142,9 @@ class Tracer(ArrayMethods):
     @property
     def weak(self) -> bool:
         return self._node.aval.weak
+
+    def _is_scalar(self) -> bool:
+        return self._scalar
 
     def _known_value(self, max_size: int = 1 << 20):
         """The value, when it depends on no input or capture (a traced np.zeros(...)
@@ -84,21 +172,38 @@ class Tracer(ArrayMethods):
     def dtype(self) -> np.dtype:
         return self._node_.aval.dtype
 
+    @property
+    def flags(self):
+        return _Flags(self)
+
+    def _relayout(self, order: str) -> None:
+        """A new array (a copy) laid out in ``order`` ('C', 'F' or 'A'), as NumPy's copies are."""
+        shape = self.shape
+        if order == "A":
+            order = "F" if layout.is_f_contiguous(shape, self._strides) and not \
+                layout.is_c_contiguous(shape, self._strides) else "C"
+        rev = tuple(reversed(shape))
+        self._strides = layout.c_strides(shape) if order == "C" else tuple(reversed(layout.c_strides(rev)))
+
     def __getitem__(self, key):
         result = indexing.getitem(self, key)
-        if _is_element(key, len(self.shape)):  # NumPy gives a scalar: a copy
-            element = Tracer(self._ctx, self._ctx.lift(result))
-            element._element = True
-            return element
-        if indexing.is_basic(key):
-            return Tracer(self._ctx, self._ctx.lift(result), base=self, key=key)
+        if _is_element(key, len(self.shape)) and isinstance(result, Tracer):
+            # NumPy gives a scalar: a copy, not a view
+            return Tracer(self._ctx, result._node, scalar=True)
         return result
 
     def _update(self, value) -> None:
         node = self._ctx.lift(value)
-        if self._base is not None:
-            self._base[self._key] = Tracer(self._ctx, node)
-            self._base_version = self._base._version
+        view = self._view
+        if view is not None:
+            if view.readonly:
+                raise ReadOnlyError(f"assignment destination is read-only: {view.readonly}{where()}; "
+                                    "write into a copy (.copy()) instead")
+            if view.uncertain:
+                raise _uncertain_error("writing through")
+            base = view.base
+            base._update(VIEW_WRITE[view.op](base, Tracer(self._ctx, node), **view.params))
+            self._base_version = base._version
         self._node_ = node
         self._version += 1
 
@@ -115,12 +220,96 @@ class Tracer(ArrayMethods):
         return f"Tracer<{self.aval}>"
 
 
+class _Flags:
+    """``x.flags`` of a traced array: what NumPy's would say."""
+
+    def __init__(self, t: Tracer):
+        self.writeable = not _read_only(t)
+        self.c_contiguous = layout.is_c_contiguous(t.shape, t._strides)
+        self.f_contiguous = layout.is_f_contiguous(t.shape, t._strides)
+        self.owndata = t._view is None
+
+    def __getitem__(self, key):
+        return {"WRITEABLE": self.writeable, "C_CONTIGUOUS": self.c_contiguous,
+                "F_CONTIGUOUS": self.f_contiguous, "OWNDATA": self.owndata}[key.upper()]
+
+
+def _read_only(t: Tracer) -> bool:
+    view = t._view
+    while view is not None:
+        if view.readonly:
+            return True
+        view = view.base._view
+    return False
+
+
 def _is_element(key, ndim: int) -> bool:
     """Whether ``x[key]`` picks one element with integers only (NumPy returns a
     scalar; with an Ellipsis, a slice or None it is a 0-d view instead)."""
     key = key if isinstance(key, tuple) else (key,)
     return len(key) == ndim and all(
         isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)) for k in key)
+
+
+# ---------------------------------------------------------------- layout and scalar rules
+
+# ops whose 0-d results are NumPy scalars (as ufuncs, reductions and products give)
+_SCALAR_KINDS = {"elementwise", "reduce", "linalg"}
+
+
+def _strides_of(value):
+    if isinstance(value, Tracer):
+        return value._strides
+    if isinstance(value, np.ndarray):
+        return layout.of_array(value)
+    return ()  # a scalar broadcasts
+
+
+def _result_strides(op: str, args, inputs, params, aval: Aval):
+    """The element strides NumPy would give this op's result (see ``braze.layout``)."""
+    shape = aval.shape
+    if aval.ndim == 0:
+        return ()
+    kind = KIND.get(op)
+    if op in ("convert", "clip", "where") or kind == "elementwise":
+        ops = [layout.broadcast(_strides_of(a), n.aval.shape, shape) if n.aval.ndim <= len(shape) else None
+               for a, n in zip(args, inputs)]
+        if any(s is None for s, n in zip(ops, inputs) if n.aval.ndim):
+            return None  # an operand whose layout is not modelled
+        return layout.k_order(shape, [s for s, n in zip(ops, inputs) if n.aval.ndim])
+    if kind == "reduce":
+        src = _strides_of(args[0])
+        if src is None:
+            return None
+        axes = params.get("axes")
+        if axes is None:
+            axis = params.get("axis")
+            axes = tuple(range(inputs[0].aval.ndim)) if axis is None else (axis,)
+        keep = params.get("keepdims", False)
+        kept = tuple(s for i, s in enumerate(src) if i not in axes) if not keep else \
+            tuple(0 if i in axes else s for i, s in enumerate(src))
+        return layout.k_order(shape, [kept])
+    if op == "transpose":
+        return layout.permuted(_strides_of(args[0]), params["perm"])
+    if op == "slice":
+        return layout.sliced(_strides_of(args[0]), params["slices"])
+    if op == "broadcast_to":
+        return layout.broadcast(_strides_of(args[0]), inputs[0].aval.shape, shape)
+    if op == "reshape":
+        view = layout.reshaped(inputs[0].aval.shape, _strides_of(args[0]), shape)
+        return view if view is not None else layout.c_strides(shape)
+    if op == "strided_view":
+        return tuple(params["strides"])
+    if op == "concatenate":
+        ops = [_strides_of(a) for a in args]
+        return None if any(s is None for s in ops) else layout.k_order(shape, ops)
+    if op in ("matmul", "update_slice", "scatter", "scatter_add", "strided_update", "take_along_axis"):
+        return layout.c_strides(shape) if op == "matmul" else _strides_of(args[0]) if op != "take_along_axis" \
+            else None
+    return None  # not modelled: gathers, einsum, kernels, composites
+
+
+# ---------------------------------------------------------------- the graph context
 
 
 class GraphContext:
@@ -142,8 +331,10 @@ class GraphContext:
     def intern(self, node: Node) -> Node:
         return self._interned.setdefault(node, node)
 
-    def new_input(self, index: int, aval: Aval) -> Tracer:
-        return Tracer(self, self.intern(Node.make("input", (), aval, index=index)))
+    def new_input(self, index: int, aval: Aval, strides=None, scalar: bool = False) -> Tracer:
+        node = self.intern(Node.make("input", (), aval, index=index))
+        return Tracer(self, node, scalar=scalar, strides=strides if strides is not None else
+                      layout.c_strides(aval.shape))
 
     def emit(self, op: str, inputs, aval, **params):
         """Record a node with known avals; a tracer for its result (a tuple of them
@@ -152,6 +343,11 @@ class GraphContext:
         if isinstance(aval, tuple):
             return tuple(Tracer(self, self.intern(Node.make("pick", (node,), a, index=i))) for i, a in enumerate(aval))
         return Tracer(self, node)
+
+    def record(self, op: str, inputs: tuple, params: dict) -> Node:
+        """The node of ``op`` on these input nodes (no tracer, no view: re-reading a view)."""
+        aval = ABSTRACT[op](*(n.aval for n in inputs), **params)
+        return self.intern(Node.make(op, inputs, aval, **params))
 
     def lift(self, value: Any) -> Node:
         """The node for an operand: a tracer's node, a capture, or a literal."""
@@ -168,10 +364,9 @@ class GraphContext:
             return self.intern(Node.make("const", (), aval, value=Literal(value)))
         if isinstance(value, (list, tuple)):
             if any(isinstance(v, ArrayMethods) for v in _flatten_list(value)):
-                raise UnsupportedOpError(
-                    "a list containing traced arrays cannot become an array; use np.stack(list) "
-                    "or np.concatenate(list)"
-                )
+                from . import numpy as bnp
+
+                return self.lift(bnp.array(value, copy=False))
             value = np.asarray(value)
         if isinstance(value, np.ndarray):
             return self._capture(value)
@@ -201,36 +396,151 @@ class GraphContext:
             params, aval = TRACE_RULES[op](self, inputs, params)
         else:
             aval = ABSTRACT[op](*(n.aval for n in inputs), **params)
-        return self.emit(op, inputs, aval, **params)
+        out = self.emit(op, inputs, aval, **params)
+        if isinstance(out, Tracer):
+            self._annotate(out, op, args, inputs, params)
+        return out
+
+    def _annotate(self, out: Tracer, op: str, args, inputs, params) -> None:
+        """NumPy's scalar-ness, strides and view-ness of an op's result."""
+        aval = out._node_.aval
+        if aval.ndim == 0:
+            if op == "convert":  # x.astype(...) / x.copy() keep what x was
+                first = args[0]
+                out._scalar = first._scalar if isinstance(first, Tracer) else not isinstance(first, np.ndarray)
+            else:
+                out._scalar = KIND.get(op) in _SCALAR_KINDS
+        out._strides = _result_strides(op, args, inputs, params, aval)
+        if op in VIEW_WRITE and isinstance(args[0], Tracer):
+            uncertain = False
+            if op == "reshape":
+                base_strides = args[0]._strides
+                if base_strides is None:
+                    uncertain = True
+                elif layout.reshaped(inputs[0].aval.shape, base_strides, aval.shape) is None:
+                    return  # NumPy copies: a new array, not a view
+            out._view = View(args[0], op, params, READ_ONLY.get(op), uncertain)
+            out._base_version = args[0]._version
 
 
 def _flatten_list(value):
-    for v in value:
+    stack = [value]
+    while stack:
+        v = stack.pop()
         if isinstance(v, (list, tuple)):
-            yield from _flatten_list(v)
+            stack.extend(v)
         else:
             yield v
 
 
-def trace_flat(fn: Callable, avals: list[Aval], names: list[str] | None = None, target: str | None = None):
+# ---------------------------------------------------------------- tracing a function
+
+
+class InputSpec:
+    """How one flat argument enters a trace: its abstract value, the strides of
+    the array passed (None: C order), whether it is a NumPy scalar, and, for an
+    argument that shares memory with others, the alias buffer it is a view of
+    (``alias = (buffer index, offset, strides)``) or the earlier argument it is
+    (``same = index``)."""
+
+    __slots__ = ("aval", "strides", "scalar", "alias", "same")
+
+    def __init__(self, aval: Aval, strides=None, scalar: bool = False, alias=None, same=None):
+        self.aval, self.strides, self.scalar, self.alias, self.same = aval, strides, scalar, alias, same
+
+
+class OutputSpec:
+    """How one flat result leaves a trace: a NumPy scalar or an array, read-only
+    or not, and, when NumPy's result is a view of an argument, the argument and
+    the view ops (``view = (argument index, ((op, params), ...))``): then the
+    result is that view of the caller's own array, as in NumPy."""
+
+    __slots__ = ("scalar", "readonly", "view")
+
+    def __init__(self, scalar: bool, readonly: bool = False, view=None):
+        self.scalar, self.readonly, self.view = scalar, readonly, view
+
+
+class Trace:
+    """What ``trace_flat`` returns: the graph (its outputs are the function's
+    results followed by the final value of every mutated input), the indices
+    of the mutated inputs, and an ``OutputSpec`` per result."""
+
+    __slots__ = ("graph", "mutated", "outputs")
+
+    def __init__(self, graph: Graph, mutated: list[int], outputs: list[OutputSpec]):
+        self.graph, self.mutated, self.outputs = graph, mutated, outputs
+
+    def __iter__(self):  # graph, mutated = trace_flat(...)
+        return iter((self.graph, self.mutated))
+
+
+def _argument_tracers(ctx: GraphContext, specs: list[InputSpec], buffers: list[Aval]):
+    """(graph inputs, one tracer per flat argument). Arguments sharing memory
+    are views of one buffer input (``strided_view``), or the same tracer."""
+    inputs, tracers = [], []
+    buffer_tracers = []
+    for k, aval in enumerate(buffers):
+        t = ctx.new_input(k, aval)
+        inputs.append(t)
+        buffer_tracers.append(t)
+    for spec in specs:
+        if spec.same is not None:
+            tracers.append(tracers[spec.same])
+            continue
+        if spec.alias is not None:
+            buf, offset, strides = spec.alias
+            params = {"offset": offset, "shape": tuple(spec.aval.shape), "strides": tuple(strides)}
+            view = bind("strided_view", buffer_tracers[buf], **params)
+            tracers.append(view)
+            continue
+        t = ctx.new_input(len(inputs), spec.aval, strides=spec.strides, scalar=spec.scalar)
+        inputs.append(t)
+        tracers.append(t)
+    return inputs, tracers
+
+
+def _output_spec(value, tracers) -> OutputSpec:
+    if not isinstance(value, Tracer):
+        return OutputSpec(scalar=not isinstance(value, np.ndarray))
+    spec = OutputSpec(scalar=value._scalar and value.aval.ndim == 0, readonly=_read_only(value))
+    # a view (chain) of an argument: rebuilt from the caller's array
+    ops, t = [], value
+    while t._view is not None and not t._view.uncertain:
+        view = t._view
+        _ = t._node  # current with its base
+        ops.append((view.op, view.params))
+        t = view.base
+    for k, arg in enumerate(tracers):
+        if t is arg and arg._view is None:
+            spec.view = (k, tuple(reversed(ops)))
+            break
+    return spec
+
+
+def trace_flat(fn: Callable, avals: list[Aval], names: list[str] | None = None, target: str | None = None,
+               specs: list[InputSpec] | None = None, buffers: list[Aval] = ()) -> Trace:
     """Trace ``fn(*tracers)`` whose arguments are the flat inputs.
 
-    ``fn`` receives one tracer per aval and returns a flat list of outputs.
-    Returns ``(graph, out_nodes_after, input_tracers)``: the graph's outputs
-    are the function's outputs followed by the final value of every input
-    that the function updated in place; ``mutated`` lists those inputs.
+    ``fn`` receives one tracer per argument and returns a flat list of
+    outputs. ``specs`` (default: C-order arrays of ``avals``) say how each
+    argument enters, ``buffers`` the avals of alias buffers (graph inputs
+    first). The graph's inputs are the buffers, then each argument that is
+    not a view of one; see ``Trace``.
     """
     from . import intercept
 
+    specs = specs if specs is not None else [InputSpec(a) for a in avals]
     ctx = GraphContext(target)
-    tracers = [ctx.new_input(i, a) for i, a in enumerate(avals)]
-    originals = [t._node_ for t in tracers]
     push_context(ctx)
     try:
         with intercept.intercepted():
+            inputs, tracers = _argument_tracers(ctx, specs, list(buffers))
+            originals = [t._node_ for t in inputs]
             outs = fn(*tracers)
             out_nodes = [ctx.lift(o) for o in outs]
-            final = [t._node for t in tracers]
+            out_specs = [_output_spec(o, tracers) for o in outs]
+            final = [t._node for t in inputs]
     finally:
         pop_context(ctx)
     mutated = [i for i, (a, b) in enumerate(zip(originals, final)) if a is not b]
@@ -241,7 +551,8 @@ def trace_flat(fn: Callable, avals: list[Aval], names: list[str] | None = None, 
         names,
         notes=ctx.notes,
     )
-    return graph, mutated
+    return Trace(graph, mutated, out_specs)
 
 
-__all__ = ["Tracer", "GraphContext", "trace_flat", "TRACE_RULES", "bind"]
+__all__ = ["Tracer", "GraphContext", "trace_flat", "TRACE_RULES", "bind", "InputSpec", "OutputSpec", "Trace",
+           "ReadOnlyError"]

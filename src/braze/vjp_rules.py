@@ -116,7 +116,7 @@ def _fmod(ct, x, y, *, out):
     return ct, -ct * bnp.trunc(x / y)
 
 
-@rule("power", wants=True)
+@rule("power", "scalar_power", wants=True)
 def _power(ct, x, y, *, out, wants):
     # d/dx = y x^(y-1), zero where y == 0 (so 0**0 has no NaN gradient);
     # d/dy = log(x) x^y, zero where x == 0 (JAX's convention).
@@ -274,6 +274,22 @@ def _concatenate(ct, *xs, out, axis):
 @rule("slice")
 def _slice(ct, x, *, out, slices):
     return (bind("update_slice", bnp.zeros_like(x, dtype=bnp.result_type(ct)), ct, slices=slices),)
+
+
+@rule("strided_view")
+def _strided_view(ct, buf, *, out, offset, shape, strides):
+    from .ops.index import strided_indices
+
+    idx = strided_indices(offset, shape, strides).reshape(-1)  # views may overlap themselves: add
+    zeros = bnp.zeros_like(buf, dtype=bnp.result_type(ct))
+    return (bind("scatter_add", zeros, bnp.reshape(ct, (-1,)), idx, axes=(0,)),)
+
+
+@rule("strided_update")
+def _strided_update(ct, buf, v, *, out, offset, shape, strides):
+    dbuf = bind("strided_update", ct, bnp.zeros(tuple(shape), bnp.result_type(ct)), offset=offset,
+                shape=shape, strides=strides)
+    return dbuf, bind("strided_view", ct, offset=offset, shape=shape, strides=strides)
 
 
 @rule("update_slice")

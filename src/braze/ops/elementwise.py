@@ -69,6 +69,17 @@ def erf(x):
 
 
 _elementwise("erf", erf, 1)
+
+
+def scalar_power(x, y):
+    """``x ** y`` for a NumPy scalar ``x``: NumPy's scalar math, C's ``pow``
+    (``np.float64(-inf) ** 0.5`` is inf, where arrays take a square root: NaN)."""
+    x = np.asarray(x)[()]
+    y = y if isinstance(y, (bool, int, float)) else np.asarray(y)[()]
+    return x ** y
+
+
+_elementwise("scalar_power", scalar_power, 2)
 _elementwise("where", np.where, 3)
 _elementwise("clip", np.clip, 3)
 

@@ -145,7 +145,41 @@ _scatter_impl = _index_errors("scatter", _scatter_impl)
 _scatter_add_impl = _index_errors("scatter_add", _scatter_add_impl)
 _take_along_axis_impl = _index_errors("take_along_axis", _take_along_axis_impl)
 
+def _strided_view_abstract(buf: Aval, *, offset, shape, strides):
+    return Aval(tuple(shape), buf.dtype)
+
+
+def _strided_view_impl(buf, *, offset, shape, strides):
+    """Elements ``offset + sum(i_k * strides[k])`` of the flat ``buf``: how
+    arguments that share memory are read, as views of one buffer."""
+    buf = np.asarray(buf)
+    item = buf.itemsize
+    return np.lib.stride_tricks.as_strided(buf[offset:], tuple(shape), tuple(s * item for s in strides))
+
+
+def _strided_update_abstract(buf: Aval, v: Aval, *, offset, shape, strides):
+    if tuple(v.shape) != tuple(shape):
+        raise ShapeError(f"strided_update: value {v} does not fit the view of shape {tuple(shape)}{where()}")
+    return Aval(buf.shape, buf.dtype)
+
+
+def _strided_update_impl(buf, v, *, offset, shape, strides):
+    out = np.array(buf, copy=True)
+    _strided_view_impl(out, offset=offset, shape=shape, strides=strides)[...] = v
+    return out
+
+
+def strided_indices(offset: int, shape, strides) -> np.ndarray:
+    """The flat buffer index of every element of a strided view (C order)."""
+    idx = np.full(tuple(shape), offset, dtype=np.intp)
+    for axis, (d, s) in enumerate(zip(shape, strides)):
+        idx += (np.arange(d, dtype=np.intp) * s).reshape((-1,) + (1,) * (len(shape) - axis - 1))
+    return idx
+
+
 declare("slice", "index", abstract=_slice_abstract, impl=_slice_impl)
+declare("strided_view", "index", abstract=_strided_view_abstract, impl=_strided_view_impl)
+declare("strided_update", "index", abstract=_strided_update_abstract, impl=_strided_update_impl)
 declare("update_slice", "index", abstract=_update_slice_abstract, impl=_update_slice_impl)
 declare("gather", "index", abstract=_gather_abstract, impl=_gather_impl)
 declare("scatter", "index", abstract=_scatter_abstract, impl=_scatter_impl)

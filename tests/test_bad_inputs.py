@@ -455,7 +455,7 @@ _UNSUPPORTED = {
     "svd": lambda x: np.linalg.svd(x)[1],
     "fft": lambda x: np.fft.fft(x).real,
     "sort": lambda x: np.sort(x, axis=-1),
-    "where": lambda x: np.sum(x, where=x > 2),
+    "mean": lambda x: np.var(x, mean=x.mean(keepdims=True)),
     "out": lambda x: np.exp(x, out=_OUT_BUFFER),
 }
 
@@ -471,7 +471,7 @@ MAYBE = braze.compile(_maybe_unsupported, target="generic")
     ("svd", "numpy.linalg.svd is not supported", "define it as a braze.composite and register a kernel"),
     ("fft", "numpy.fft.fft is not supported", "define it as a braze.composite and register a kernel"),
     ("sort", "numpy.sort is not supported", "define it as a braze.composite and register a kernel"),
-    ("where", "numpy.sum: argument where=", "call numpy.sum without where="),
+    ("mean", "numpy.var: argument mean=", "leave it out"),
     ("out", "numpy.exp: out= must be a traced array", "assign the result instead"),
 ])
 def test_unsupported_function_or_keyword(which, names, advice):

@@ -253,3 +253,26 @@ def setitem(x, key, value):
         return bind("scatter", x, value, *arrays, axes=axes)
     sub = bind("slice", x, slices=slices)
     return bind("update_slice", x, bind("scatter", sub, value, *arrays, axes=axes), slices=slices)
+
+
+def add_at(x, key, value):
+    """``np.add.at(x, key, value)`` as a new value: unbuffered, so repeated
+    indices add up (a scatter-add); basic indices are an ordinary update."""
+    shape = tuple(x.shape)
+    dtype = np.dtype(x.dtype)
+    entries = _entries(key, shape)
+    if any(kind == "mask" for kind, _ in entries):
+        mask = [v for kind, v in entries if kind == "mask"][0]
+        return bnp.where(bnp.reshape(mask, tuple(mask.shape) + (1,) * (len(shape) - len(mask.shape))),
+                         bnp.add(x, value), x)
+    if not any(kind == "array" for kind, _ in entries):
+        return setitem(x, key, bnp.add(getitem(x, key), value))
+    if any(kind == "none" for kind, _ in entries):
+        raise UnsupportedOpError(f"add.at: None mixed with array indices is not supported{where()}")
+    _, slices, arrays, axes = _advanced(entries, shape)
+    region = getitem(x, key)
+    value = _fit_value(value, tuple(region.shape), dtype)
+    if all(_is_full(s, n) for s, n in zip(slices, shape)):
+        return bind("scatter_add", x, value, *arrays, axes=axes)
+    sub = bind("slice", x, slices=slices)
+    return bind("update_slice", x, bind("scatter_add", sub, value, *arrays, axes=axes), slices=slices)

@@ -204,33 +204,97 @@ around = round
 
 
 # ---------------------------------------------------------------- reductions
+# Every keyword NumPy's reductions take is honoured: dtype (the accumulator
+# and result dtype; inputs are cast first, unsafely, as NumPy does), out (a
+# traced array), keepdims, initial (combined with the result; the result of
+# an empty reduction), where (masked-out elements count as the identity,
+# which max/min only have with initial=).
+
+_IDENTITY = {"reduce_sum": 0, "reduce_prod": 1, "reduce_any": False, "reduce_all": True}
+_COMBINE = {"reduce_sum": "add", "reduce_prod": "multiply", "reduce_max": "maximum", "reduce_min": "minimum"}
+
+
+def _into_out(func: str, result, out):
+    """``result`` written into ``out=`` (a traced array), which is returned."""
+    if out is None:
+        return result
+    if isinstance(out, tuple):
+        (out,) = out
+    if not hasattr(out, "_assign"):
+        raise _unsupported(func, f"out= (a {type(out).__name__})",
+                           "assign the result instead: a compiled function cannot write into an array it captured")
+    out._assign(result, f"{func} (out=)", casting="unsafe")
+    return out
+
+
+def _reduce(prim: str, func: str, a, axis, dtype=None, out=None, keepdims=False,
+            initial=_NoValue, where=_NoValue):
+    axes = normalize_axes(func, axis, _ndim(a), _shape(a))
+    if out is not None and dtype is None and prim in ("reduce_sum", "reduce_prod"):
+        dtype = _dtype(out[0] if isinstance(out, tuple) else out)
+    if dtype is not None:
+        a = astype(a, dtype)
+    if where is not _NoValue and where is not True:
+        fill = _IDENTITY.get(prim, initial)
+        if fill is _NoValue:
+            raise ShapeError(
+                f"{func}: the reduction has no identity, so where= needs initial= (the value of a "
+                f"row with every element masked out){_where()}, as NumPy requires")
+        a = globals()["where"](where, a, _dtype(a).type(fill))
+    params = {"axes": axes, "keepdims": bool(keepdims)}
+    if dtype is not None and prim in ("reduce_sum", "reduce_prod") and \
+            np.dtype(dtype) != _reduction_dtype(prim, _dtype(a)):  # (only a dtype that changes it: one node per sum)
+        params["dtype"] = np.dtype(dtype)
+    if initial is not _NoValue and _count(a, axes) == 0:  # the empty reduction is the initial value
+        shape = tuple(1 if i in axes else d for i, d in enumerate(_shape(a))) if keepdims else \
+            tuple(d for i, d in enumerate(_shape(a)) if i not in axes)
+        dt = np.dtype(dtype) if dtype is not None else _reduction_dtype(prim, _dtype(a))
+        result = full(shape, initial, dt)
+        return _into_out(func, result, out)
+    result = bind(prim, a, **params)
+    if initial is not _NoValue:
+        value = np.asarray(initial).astype(_dtype(result))[()]
+        result = astype(UFUNCS[_COMBINE[prim]](result, value), _dtype(result))
+    return _into_out(func, result, out)
+
+
+def _reduction_dtype(prim: str, dtype) -> np.dtype:
+    from .core import ABSTRACT
+    from .aval import Aval
+
+    return ABSTRACT[prim](Aval((1,), np.dtype(dtype)), axes=(0,), keepdims=False).dtype
 
 
 def _reduction(prim: str, func: str):
     def fn(a, axis=None, dtype=None, out=None, keepdims=False, initial=_NoValue, where=_NoValue):
-        _reject(func, out=out, initial=initial, where=where)
-        axes = normalize_axes(func, axis, _ndim(a), _shape(a))
-        if dtype is not None:
-            a = astype(a, dtype)
-        return bind(prim, a, axes=axes, keepdims=bool(keepdims))
+        return _reduce(prim, func, a, axis, dtype, out, keepdims, initial, where)
 
     fn.__name__ = fn.__qualname__ = func
-    fn.__doc__ = f"``numpy.{func}`` over static axes (int, tuple or None)."
+    fn.__doc__ = f"``numpy.{func}`` over static axes (int, tuple or None), with NumPy's keywords."
     return fn
 
 
 sum = _reduction("reduce_sum", "sum")  # noqa: A001
 prod = _reduction("reduce_prod", "prod")
-max = _reduction("reduce_max", "max")  # noqa: A001
-min = _reduction("reduce_min", "min")  # noqa: A001
+
+
+def _extremum(prim: str, func: str):
+    def fn(a, axis=None, out=None, keepdims=False, initial=_NoValue, where=_NoValue):
+        return _reduce(prim, func, a, axis, None, out, keepdims, initial, where)
+
+    fn.__name__ = fn.__qualname__ = func
+    fn.__doc__ = f"``numpy.{func}`` over static axes, with NumPy's keywords."
+    return fn
+
+
+max = _extremum("reduce_max", "max")  # noqa: A001
+min = _extremum("reduce_min", "min")  # noqa: A001
 amax, amin = max, min
 
 
 def _logical_reduction(prim: str, func: str):
     def fn(a, axis=None, out=None, keepdims=False, *, where=_NoValue):
-        _reject(func, out=out, where=where)
-        axes = normalize_axes(func, axis, _ndim(a), _shape(a))
-        return bind(prim, a, axes=axes, keepdims=bool(keepdims))
+        return _reduce(prim, func, a, axis, None, out, keepdims, _NoValue, where)
 
     fn.__name__ = fn.__qualname__ = func
     return fn
@@ -242,10 +306,9 @@ all = _logical_reduction("reduce_all", "all")  # noqa: A001
 
 def _arg_reduction(prim: str, func: str):
     def fn(a, axis=None, out=None, *, keepdims=False):
-        _reject(func, out=out)
         if axis is not None:
             axis = normalize_axis(func, axis, _ndim(a), _shape(a))
-        return bind(prim, a, axis=axis, keepdims=bool(keepdims))
+        return _into_out(func, bind(prim, a, axis=axis, keepdims=bool(keepdims)), out)
 
     fn.__name__ = fn.__qualname__ = func
     return fn
@@ -253,6 +316,26 @@ def _arg_reduction(prim: str, func: str):
 
 argmax = _arg_reduction("argmax", "argmax")
 argmin = _arg_reduction("argmin", "argmin")
+
+
+def _scan(prim: str, func: str):
+    def fn(a, axis=None, dtype=None, out=None):
+        if axis is None:
+            a, axis = ravel(a), 0
+        axis = normalize_axis(func, axis, _ndim(a), _shape(a))
+        if dtype is None:
+            dtype = _reduction_dtype("reduce_sum" if prim == "cumsum" else "reduce_prod", _dtype(a))
+        a = astype(a, dtype) if np.dtype(dtype) != _dtype(a) else a
+        return _into_out(func, bind(prim, a, axis=axis), out)
+
+    fn.__name__ = fn.__qualname__ = func
+    fn.__doc__ = f"``numpy.{func}`` along one axis (flattened when axis is None), with ``dtype=``."
+    return fn
+
+
+cumsum = _scan("cumsum", "cumsum")
+cumprod = _scan("cumprod", "cumprod")
+cumulative_sum, cumulative_prod = cumsum, cumprod
 
 
 def _mean_dtype(dtype, requested):
@@ -271,34 +354,47 @@ def _count(a, axes) -> int:
     return int(np.prod([shape[i] for i in axes], dtype=np.int64))
 
 
+def _where_count(a, axes, keepdims, mask, acc):
+    """The number of elements each result averages: static, or a traced count under where=."""
+    if mask is _NoValue or mask is True:
+        return acc.type(_count(a, axes))
+    counts = bind("reduce_sum", astype(broadcast_to(mask, _shape(a)), np.intp), axes=axes, keepdims=bool(keepdims))
+    return astype(counts, acc) if acc.kind == "f" else counts
+
+
 def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=_NoValue):
     """``np.mean``: integers average in float64, float16 accumulates in float32."""
-    _reject("mean", out=out, where=where)
     axes = normalize_axes("mean", axis, _ndim(a), _shape(a))
     acc, result = _mean_dtype(_dtype(a), dtype)
-    total = bind("reduce_sum", astype(a, acc), axes=axes, keepdims=bool(keepdims))
+    total = _reduce("reduce_sum", "mean", a, axis, acc, None, keepdims, _NoValue, where)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return astype(divide(total, acc.type(_count(a, axes))), result)  # noqa: F821
+        value = astype(divide(total, _where_count(a, axes, keepdims, where, acc)), result)  # noqa: F821
+    return _into_out("mean", value, out)
 
 
-def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=_NoValue, mean=_NoValue, correction=_NoValue):
+def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=_NoValue, mean=_NoValue,
+        correction=_NoValue):
     """``np.var`` as NumPy computes it: mean of squared deviations, ``ddof`` aware."""
-    _reject("var", out=out, where=where, mean=mean)
+    if mean is not _NoValue:
+        raise _unsupported("var", "mean=", "leave it out: braze computes the mean itself")
     if correction is not _NoValue:
         ddof = correction
     axes = normalize_axes("var", axis, _ndim(a), _shape(a))
     acc, result = _mean_dtype(_dtype(a), dtype)
     x = astype(a, acc)
-    n = _count(a, axes)
-    mu = divide(bind("reduce_sum", x, axes=axes, keepdims=True), acc.type(n))  # noqa: F821
+    count = _where_count(a, axes, True, where, acc)
+    mu = divide(_reduce("reduce_sum", "var", x, axis, None, None, True, _NoValue, where), count)  # noqa: F821
     dev = subtract(x, mu)  # noqa: F821
-    total = bind("reduce_sum", multiply(dev, dev), axes=axes, keepdims=bool(keepdims))  # noqa: F821
-    return astype(divide(total, acc.type(builtins.max(n - ddof, 0))), result)  # noqa: F821
+    total = _reduce("reduce_sum", "var", multiply(dev, dev), axis, None, None, keepdims, _NoValue, where)  # noqa: F821
+    n = _where_count(a, axes, keepdims, where, acc)
+    denom = maximum(subtract(n, ddof), 0) if _is_braze_array(n) else acc.type(builtins.max(n - ddof, 0))  # noqa: F821
+    return _into_out("var", astype(divide(total, denom), result), out)  # noqa: F821
 
 
 def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=_NoValue, mean=_NoValue, correction=_NoValue):
     """``np.std``: the square root of :func:`var`."""
-    return sqrt(var(a, axis, dtype, out, ddof, keepdims, where=where, mean=mean, correction=correction))  # noqa: F821
+    value = sqrt(var(a, axis, dtype, None, ddof, keepdims, where=where, mean=mean, correction=correction))  # noqa: F821
+    return _into_out("std", value, out)
 
 
 # ---------------------------------------------------------------- shapes
@@ -511,6 +607,13 @@ def take_along_axis(arr, indices, axis=-1):
         arr, axis = ravel(arr), 0
     axis = normalize_axis("take_along_axis", axis, _ndim(arr), _shape(arr))
     return bind("take_along_axis", arr, indices, axis=axis)
+
+
+def add_at(a, indices, b=1):
+    """``np.add.at`` as a new value (the ufunc method writes it into ``a``)."""
+    from .indexing import add_at as _add_at
+
+    return _add_at(a, indices, b)
 
 
 def tril(m, k=0):

@@ -16,10 +16,6 @@ from .core import bind
 from .errors import DTypeError, ShapeError, UnsupportedOpError, where
 from .ops._util import broadcast_shape
 
-_UFUNC_REDUCE = {"add": bnp.sum, "multiply": bnp.prod, "maximum": bnp.max, "minimum": bnp.min,
-                 "logical_and": bnp.all, "logical_or": bnp.any}
-
-
 def _unsupported_function(name: str) -> UnsupportedOpError:
     return UnsupportedOpError(
         f"numpy.{name} is not supported on traced arrays{where()}; write it with supported "
@@ -86,43 +82,9 @@ class ArrayMethods:
 
     # ---- protocols
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        name = ufunc.__name__
-        out = kwargs.pop("out", None)
-        dtype = kwargs.pop("dtype", None)
-        if method == "reduce":
-            if name not in _UFUNC_REDUCE:
-                raise _unsupported_function(f"{name}.reduce")
-            axis = kwargs.pop("axis", 0)
-            keepdims = kwargs.pop("keepdims", False)
-            if kwargs:
-                raise _unsupported_function(f"{name}.reduce with {sorted(kwargs)}")
-            result = _UFUNC_REDUCE[name](inputs[0], axis=axis, keepdims=keepdims)
-        elif method == "__call__":
-            fn = bnp.UFUNCS.get(name)
-            if fn is None:
-                raise _unsupported_function(name)
-            casting = kwargs.pop("casting", "same_kind")
-            if kwargs.pop("where", True) is not True or kwargs:
-                raise UnsupportedOpError(
-                    f"numpy.{name}: keyword arguments {sorted(kwargs) or ['where']} are not supported "
-                    f"when tracing{where()}; use np.where(mask, {name}(...), other) instead of where="
-                )
-            del casting
-            result = fn(*inputs)
-        else:
-            raise _unsupported_function(f"{name}.{method}")
-        if dtype is not None:
-            result = bnp.astype(result, dtype)
-        if out is not None:
-            (target,) = out if isinstance(out, tuple) else (out,)
-            if not isinstance(target, ArrayMethods):
-                raise UnsupportedOpError(
-                    f"numpy.{name}: out= must be a traced array, not a {type(target).__name__}{where()}; "
-                    "assign the result instead (y = np.%s(...))" % name
-                )
-            target._assign(result, f"{name} (out=)")
-            return target
-        return result
+        from . import ufuncs
+
+        return ufuncs.dispatch(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
         impl = bnp.ARRAY_FUNCTIONS.get(func)
@@ -203,13 +165,13 @@ class ArrayMethods:
         self._assign(indexing.setitem(self, key, value), "setitem")
 
     # ---- in-place writes: NumPy casts with same_kind and never grows the array
-    def _assign(self, value, what: str) -> None:
+    def _assign(self, value, what: str, casting: str = "same_kind") -> None:
         value_dtype = np.dtype(value.dtype) if hasattr(value, "dtype") else np.asarray(value).dtype
         if value_dtype != self.dtype:
-            if not np.can_cast(value_dtype, self.dtype, "same_kind"):
+            if not np.can_cast(value_dtype, self.dtype, casting):
                 raise DTypeError(
                     f"{what}: cannot cast the {value_dtype} result into the {self.dtype} array "
-                    f"in place (NumPy's same_kind rule){where()}; use x = x.astype(...) first, "
+                    f"in place (NumPy's {casting} casting rule){where()}; use x = x.astype(...) first, "
                     "or assign to a new name instead of updating in place"
                 )
             value = bnp.astype(value, self.dtype)
@@ -268,39 +230,45 @@ class ArrayMethods:
     def __invert__(self):
         return bind("invert", self)
 
-    # ---- methods
+    # ---- methods (NumPy's signatures; keywords passed on, so none is dropped)
     def sum(self, axis=None, dtype=None, out=None, keepdims=False, **kw):
-        return bnp.sum(self, axis, dtype, out, keepdims, **kw)
+        return bnp.sum(self, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
 
     def prod(self, axis=None, dtype=None, out=None, keepdims=False, **kw):
-        return bnp.prod(self, axis, dtype, out, keepdims, **kw)
+        return bnp.prod(self, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
 
     def max(self, axis=None, out=None, keepdims=False, **kw):
-        return bnp.max(self, axis, None, out, keepdims, **kw)
+        return bnp.max(self, axis=axis, out=out, keepdims=keepdims, **kw)
 
     def min(self, axis=None, out=None, keepdims=False, **kw):
-        return bnp.min(self, axis, None, out, keepdims, **kw)
+        return bnp.min(self, axis=axis, out=out, keepdims=keepdims, **kw)
 
     def mean(self, axis=None, dtype=None, out=None, keepdims=False, **kw):
-        return bnp.mean(self, axis, dtype, out, keepdims, **kw)
+        return bnp.mean(self, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
 
     def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
-        return bnp.var(self, axis, dtype, out, ddof, keepdims, **kw)
+        return bnp.var(self, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw)
 
     def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
-        return bnp.std(self, axis, dtype, out, ddof, keepdims, **kw)
+        return bnp.std(self, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw)
 
     def argmax(self, axis=None, out=None, *, keepdims=False):
-        return bnp.argmax(self, axis, out, keepdims=keepdims)
+        return bnp.argmax(self, axis=axis, out=out, keepdims=keepdims)
 
     def argmin(self, axis=None, out=None, *, keepdims=False):
-        return bnp.argmin(self, axis, out, keepdims=keepdims)
+        return bnp.argmin(self, axis=axis, out=out, keepdims=keepdims)
 
     def any(self, axis=None, out=None, keepdims=False, **kw):
-        return bnp.any(self, axis, out, keepdims, **kw)
+        return bnp.any(self, axis=axis, out=out, keepdims=keepdims, **kw)
 
     def all(self, axis=None, out=None, keepdims=False, **kw):
-        return bnp.all(self, axis, out, keepdims, **kw)
+        return bnp.all(self, axis=axis, out=out, keepdims=keepdims, **kw)
+
+    def cumsum(self, axis=None, dtype=None, out=None):
+        return bnp.cumsum(self, axis=axis, dtype=dtype, out=out)
+
+    def cumprod(self, axis=None, dtype=None, out=None):
+        return bnp.cumprod(self, axis=axis, dtype=dtype, out=out)
 
     def reshape(self, *shape, order="C", copy=None):
         if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
@@ -342,8 +310,6 @@ class ArrayMethods:
     def round(self, decimals=0, out=None):
         return bnp.round(self, decimals, out)
 
-    def cumsum(self, *args, **kwargs):
-        raise _unsupported_function("cumsum")
 
     def sort(self, *args, **kwargs):
         raise _unsupported_function("sort")

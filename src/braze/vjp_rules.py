@@ -211,12 +211,12 @@ def _expand(ct, x_shape, axes, keepdims):
 
 
 @rule("reduce_sum")
-def _reduce_sum(ct, x, *, out, axes, keepdims):
+def _reduce_sum(ct, x, *, out, axes, keepdims, dtype=None):
     return (_expand(ct, bnp.shape(x), axes, keepdims),)
 
 
 @rule("reduce_prod")
-def _reduce_prod(ct, x, *, out, axes, keepdims):
+def _reduce_prod(ct, x, *, out, axes, keepdims, dtype=None):
     shape = bnp.shape(x)
     ct_b = _expand(ct, shape, axes, keepdims)
     zero = x == 0
@@ -237,6 +237,33 @@ def _reduce_chooser(ct, x, *, out, axes, keepdims):
 
 VJP["reduce_max"] = _reduce_chooser
 VJP["reduce_min"] = _reduce_chooser
+
+
+# ---------------------------------------------------------------- scans
+
+
+def _reverse_cumsum(x, axis):
+    """sum over j >= i along ``axis``: a cumsum of the reversed array, reversed."""
+    flip = (slice(None),) * axis + (slice(None, None, -1),)
+    return bnp.cumsum(x[flip], axis=axis)[flip]
+
+
+@rule("cumsum")
+def _cumsum(ct, x, *, out, axis):
+    return (_reverse_cumsum(ct, axis),)
+
+
+@rule("cumprod")
+def _cumprod(ct, x, *, out, axis):
+    # d out_j / d x_i = prod_{k <= j, k != i} x_k. Before a row's first zero z that
+    # is out_j / x_i; at z it is the cumprod with x_z replaced by 1; after z it is 0.
+    is_zero = bnp.equal(x, 0)
+    zeros_so_far = bnp.cumsum(bnp.astype(is_zero, np.int64), axis=axis)
+    before = zeros_so_far == 0
+    first = is_zero & (zeros_so_far == 1)
+    safe = bnp.where(before, x, 1)
+    at_first = _reverse_cumsum(ct * bnp.cumprod(bnp.where(first, 1, x), axis=axis), axis)
+    return (bnp.where(before, _reverse_cumsum(ct * out, axis) / safe, bnp.where(first, at_first, 0)),)
 
 
 # ---------------------------------------------------------------- shape

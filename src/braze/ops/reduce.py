@@ -45,17 +45,23 @@ def _reduction(name: str, fn) -> None:
     def result_dtype(dtype):
         return np.asarray(fn(np.array([1], dtype), axis=0)).dtype
 
-    def abstract(x: Aval, *, axes, keepdims):
+    def abstract(x: Aval, *, axes, keepdims, dtype=None):
         if name in _NO_IDENTITY:
             _check_nonempty(name, x, axes)
+        if dtype is not None:  # sum/prod(dtype=): the accumulator and result dtype
+            return Aval(reduced_shape(x.shape, axes, keepdims), np.dtype(dtype))
         try:
             dtype = result_dtype(x.dtype)
         except TypeError as exc:
             raise dtype_error(name, [x], exc) from None
         return Aval(reduced_shape(x.shape, axes, keepdims), dtype)
 
-    def impl(x, *, axes, keepdims):
-        return fn(x, axis=axes, keepdims=keepdims)
+    if name in ("reduce_sum", "reduce_prod"):
+        def impl(x, *, axes, keepdims, dtype=None):
+            return fn(x, axis=axes, keepdims=keepdims, dtype=dtype)
+    else:
+        def impl(x, *, axes, keepdims):
+            return fn(x, axis=axes, keepdims=keepdims)
 
     declare(name, "reduce", abstract=abstract, impl=impl)
 
@@ -82,3 +88,13 @@ def _arg_reduction(name: str, fn) -> None:
 
 _arg_reduction("argmax", np.argmax)
 _arg_reduction("argmin", np.argmin)
+
+
+def _scan_abstract(x: Aval, *, axis):
+    if not 0 <= axis < max(x.ndim, 1):
+        raise ShapeError(f"scan: axis {axis} out of range for {x}{where()}")
+    return Aval(x.shape, x.dtype)
+
+
+declare("cumsum", "scan", abstract=_scan_abstract, impl=lambda x, *, axis: np.cumsum(x, axis=axis, dtype=np.asarray(x).dtype))
+declare("cumprod", "scan", abstract=_scan_abstract, impl=lambda x, *, axis: np.cumprod(x, axis=axis, dtype=np.asarray(x).dtype))

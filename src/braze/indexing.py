@@ -244,22 +244,28 @@ def setitem(x, key, value):
         if all(_is_full(s, n) for s, n in zip(slices, shape)):
             return bnp.asarray_copy(bnp.reshape(value, shape))
         return bind("update_slice", x, bnp.reshape(value, kept), slices=slices)
+    return _scatter("scatter", "setitem", x, key, entries, value)
+
+
+def _scatter(op: str, what: str, x, key, entries, value):
+    """``x`` with the elements an advanced index picks set (``scatter``) or
+    added to (``scatter_add``), as a new value."""
+    shape, dtype = tuple(x.shape), np.dtype(x.dtype)
     if any(kind == "none" for kind, _ in entries):
-        raise UnsupportedOpError(f"setitem: None mixed with array indices is not supported{where()}")
+        raise UnsupportedOpError(f"{what}: None mixed with array indices is not supported{where()}")
     _, slices, arrays, axes = _advanced(entries, shape)
     region = getitem(x, key)
     value = _fit_value(value, tuple(region.shape), dtype)
     if all(_is_full(s, n) for s, n in zip(slices, shape)):
-        return bind("scatter", x, value, *arrays, axes=axes)
+        return bind(op, x, value, *arrays, axes=axes)
     sub = bind("slice", x, slices=slices)
-    return bind("update_slice", x, bind("scatter", sub, value, *arrays, axes=axes), slices=slices)
+    return bind("update_slice", x, bind(op, sub, value, *arrays, axes=axes), slices=slices)
 
 
 def add_at(x, key, value):
     """``np.add.at(x, key, value)`` as a new value: unbuffered, so repeated
     indices add up (a scatter-add); basic indices are an ordinary update."""
     shape = tuple(x.shape)
-    dtype = np.dtype(x.dtype)
     entries = _entries(key, shape)
     if any(kind == "mask" for kind, _ in entries):
         mask = [v for kind, v in entries if kind == "mask"][0]
@@ -267,12 +273,4 @@ def add_at(x, key, value):
                          bnp.add(x, value), x)
     if not any(kind == "array" for kind, _ in entries):
         return setitem(x, key, bnp.add(getitem(x, key), value))
-    if any(kind == "none" for kind, _ in entries):
-        raise UnsupportedOpError(f"add.at: None mixed with array indices is not supported{where()}")
-    _, slices, arrays, axes = _advanced(entries, shape)
-    region = getitem(x, key)
-    value = _fit_value(value, tuple(region.shape), dtype)
-    if all(_is_full(s, n) for s, n in zip(slices, shape)):
-        return bind("scatter_add", x, value, *arrays, axes=axes)
-    sub = bind("slice", x, slices=slices)
-    return bind("update_slice", x, bind("scatter_add", sub, value, *arrays, axes=axes), slices=slices)
+    return _scatter("scatter_add", "add.at", x, key, entries, value)

@@ -148,6 +148,32 @@ def fmod_f(a, b):
 
 
 @_jit
+def left_shift(a, b, bits):
+    """NumPy's ``a << b`` for ``bits``-wide ints: 0 once ``b`` reaches the width
+    (C leaves it undefined). Computed on 64 bits; the caller casts back."""
+    if b < 0 or b >= bits:
+        return np.int64(0)
+    return np.int64(a) << np.int64(b)
+
+
+@_jit
+def right_shift_i(a, b, bits):
+    """NumPy's signed ``a >> b``: the sign (0 or -1) once ``b`` reaches the width."""
+    x = np.int64(a)
+    if b < 0 or b >= bits:
+        return x >> np.int64(63)
+    return x >> np.int64(b)
+
+
+@_jit
+def right_shift_u(a, b, bits):
+    """NumPy's unsigned ``a >> b``: 0 once ``b`` reaches the width."""
+    if b >= bits:
+        return np.uint64(0)
+    return np.uint64(a) >> np.uint64(b)
+
+
+@_jit
 def ipower(a, b):
     if b < 0:
         raise ValueError("Integers to negative integer powers are not allowed.")

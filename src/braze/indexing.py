@@ -104,11 +104,20 @@ def _check_array(arr, n: int, axis: int):
     return arr
 
 
-def _norm_slice(s: slice, n: int) -> tuple:
-    start, stop, step = s.indices(n)
-    if step < 0 and stop < 0:
-        stop = None
-    return (start, stop, step)
+def norm_slice(s: slice, n: int) -> tuple:
+    """The one normalization of a slice over an axis of size ``n``: Python's own
+    ``slice.indices``, then a canonical ``(start, stop, step)`` that means the
+    same when applied again: an empty slice is ``(0, 0, 1)``; ``start`` is the
+    first index taken, ``stop`` one step past the last (None where a negative
+    step runs past index 0: -1 would mean the last element)."""
+    r = range(*s.indices(n))
+    if not r:
+        return (0, 0, 1)
+    after = r[-1] + r.step
+    return (r.start, after if after >= 0 else None, r.step)
+
+
+_norm_slice = norm_slice
 
 
 def _is_full(s: tuple, n: int) -> bool:

@@ -47,7 +47,7 @@ from . import numpy as bnp
 from .core import current_context
 
 CONSTRUCTORS = ("empty", "zeros", "ones", "full")
-CONVERTERS = ("array", "asarray", "asanyarray", "ascontiguousarray")
+CONVERTERS = ("array", "asarray", "asanyarray", "ascontiguousarray", "frombuffer", "fromiter", "fromstring")
 INDEX_BUILDERS = ("r_", "c_")
 NAMES = CONSTRUCTORS + CONVERTERS + INDEX_BUILDERS
 

@@ -53,6 +53,36 @@ def _reject(func: str, **kwargs) -> None:
             raise _unsupported(func, f"{name}={value!r}", f"call numpy.{func} without {name}=")
 
 
+def _as_dtype(func: str, dtype) -> np.dtype:
+    """A ``dtype=`` argument as NumPy accepts it (a dtype, type or name; not an array)."""
+    if _is_braze_array(dtype) or isinstance(dtype, np.ndarray):
+        raise DTypeError(f"{func}: dtype= got an array, not a data type{_where()}; pass e.g. np.float32 or x.dtype")
+    try:
+        return np.dtype(dtype)
+    except TypeError as exc:
+        raise DTypeError(f"{func}: {exc}{_where()}") from None
+
+
+def _check_order(func: str, order, allowed: str = "KACF") -> str:
+    if order is None:
+        return "K"
+    if not isinstance(order, str) or order.upper() not in allowed or len(order) != 1:
+        raise DTypeError(f"{func}: order must be one of {', '.join(repr(c) for c in allowed)}, got {order!r}{_where()}")
+    return order.upper()
+
+
+def _check_cast(func: str, src, dst, casting: str) -> None:
+    if casting not in ("no", "equiv", "safe", "same_kind", "unsafe"):
+        raise DTypeError(f"{func}: casting must be one of 'no', 'equiv', 'safe', 'same_kind', or 'unsafe'{_where()}")
+    if not np.can_cast(np.dtype(src), np.dtype(dst), casting):
+        raise DTypeError(f"{func}: cannot cast array data from {np.dtype(src)} to {np.dtype(dst)} according to "
+                         f"the rule {casting!r}{_where()}")
+
+
+def _is_braze_array(x) -> bool:
+    return hasattr(x, "shape") and hasattr(x, "dtype") and hasattr(x, "_assign")
+
+
 # ---------------------------------------------------------------- structure
 
 
@@ -67,7 +97,10 @@ def ndim(a) -> int:
 
 def size(a, axis=None) -> int:
     s = _shape(a)
-    return int(np.prod(s, dtype=np.int64)) if axis is None else s[axis]
+    if axis is None:
+        return int(np.prod(s, dtype=np.int64))
+    axes = normalize_axes("size", axis, len(s), s)
+    return int(np.prod([s[i] for i in axes], dtype=np.int64))
 
 
 def result_type(*arrays_and_dtypes):
@@ -124,7 +157,9 @@ UFUNCS["power"] = _power
 globals().update(UFUNCS)
 true_divide = UFUNCS["divide"]
 abs = UFUNCS["absolute"]  # noqa: A001  (NumPy's name)
-bitwise_not = UFUNCS["invert"]
+bitwise_not = bitwise_invert = UFUNCS["invert"]
+bitwise_left_shift, bitwise_right_shift = UFUNCS["left_shift"], UFUNCS["right_shift"]
+conj = UFUNCS["conjugate"]
 pow = UFUNCS["power"]  # noqa: A001
 
 
@@ -157,22 +192,53 @@ def where(condition, x=_NoValue, y=_NoValue):
 
 
 def clip(a, a_min=_NoValue, a_max=_NoValue, out=None, *, min=_NoValue, max=_NoValue, **kwargs):
-    """``np.clip``; either bound may be None."""
-    _reject("clip", out=out, **kwargs)
-    lo = a_min if a_min is not _NoValue else (min if min is not _NoValue else None)
-    hi = a_max if a_max is not _NoValue else (max if max is not _NoValue else None)
+    """``np.clip``, with NumPy's argument rules; either bound may be None."""
+    if a_min is _NoValue and a_max is _NoValue:
+        lo = None if min is _NoValue else min
+        hi = None if max is _NoValue else max
+    elif a_min is _NoValue or a_max is _NoValue:
+        raise DTypeError(f"clip() missing 1 required positional argument: "
+                         f"{'a_min' if a_min is _NoValue else 'a_max'}{_where()}")
+    elif min is not _NoValue or max is not _NoValue:
+        raise ShapeError(f"clip: passing min= or max= when a_min and a_max are given is forbidden{_where()}")
+    else:
+        lo, hi = a_min, a_max
+    unknown = set(kwargs) - {"dtype", "casting"}
+    if unknown:
+        raise _unsupported("clip", f"{sorted(unknown)}", "clip the values with np.clip(a, lo, hi) and combine "
+                           "with np.where for a mask")
+    if kwargs.get("dtype") is not None:
+        dtype = _as_dtype("clip", kwargs["dtype"])
+        _check_cast("clip", _dtype(a), dtype, kwargs.get("casting", "same_kind"))
+        a = astype(a, dtype)
     if lo is None and hi is None:
-        return asarray_copy(a)
-    if lo is None:
-        return minimum(a, hi)  # noqa: F821  (defined by globals().update)
-    if hi is None:
-        return maximum(a, lo)  # noqa: F821
-    return bind("clip", a, lo, hi)
+        result = asarray_copy(a)
+    elif lo is None:
+        result = minimum(a, hi)  # noqa: F821  (defined by globals().update)
+    elif hi is None:
+        result = maximum(a, lo)  # noqa: F821
+    else:
+        result = bind("clip", a, lo, hi)
+    return _into_out("clip", result, out)
 
 
 def astype(x, dtype, /, *, copy=True, device=None):
-    """Cast to ``dtype`` (``x.astype(dtype)``)."""
-    return bind("convert", x, dtype=np.dtype(dtype))
+    """Cast to ``dtype`` (``np.astype``; unsafe casting, a new array unless
+    ``copy=False`` and the dtype is already right)."""
+    dtype = _as_dtype("astype", dtype)
+    if not copy and _dtype(x) == dtype:
+        return x
+    return bind("convert", x, dtype=dtype)
+
+
+def astype_method(x, dtype, order="K", casting="unsafe", subok=True, copy=True):
+    """``ndarray.astype`` with its keywords."""
+    dtype = _as_dtype("astype", dtype)
+    _check_cast("astype", _dtype(x), dtype, casting)
+    order = _check_order("astype", order)
+    if not copy and _dtype(x) == dtype:
+        return x
+    return copy_as(bind("convert", x, dtype=dtype), order)
 
 
 def asarray_copy(x):
@@ -182,22 +248,28 @@ def asarray_copy(x):
 
 def copy(a, order="K", subok=False):
     """``np.copy`` (memory order 'K' by default, as NumPy; ``ndarray.copy`` is 'C')."""
-    result = asarray_copy(a)
-    relayout = getattr(result, "_relayout", None)  # a traced array follows NumPy's layout
-    if relayout is not None and order != "K":
-        relayout(order)
+    return copy_as(asarray_copy(a), _check_order("copy", order))
+
+
+def copy_as(result, order: str, like=None):
+    """``result`` (a new array) laid out in ``order`` ('K' and 'A': like ``like``):
+    traced arrays follow NumPy's layout."""
+    relayout = getattr(result, "_relayout", None)
+    if relayout is not None and (order != "K" or like is not None):
+        relayout(order, like)
     return result
 
 
 def round(a, decimals=0, out=None):  # noqa: A001
     """``np.round``: half to even, like NumPy."""
-    _reject("round", out=out)
     if _dtype(a).kind in "biu" and decimals >= 0:
-        return asarray_copy(a)
-    if decimals == 0:
-        return rint(a)  # noqa: F821  (defined by globals().update)
-    scale = 10.0 ** decimals
-    return divide(rint(multiply(a, scale)), scale)  # noqa: F821
+        result = asarray_copy(a)
+    elif decimals == 0:
+        result = rint(a)  # noqa: F821  (defined by globals().update)
+    else:
+        scale = 10.0 ** decimals
+        result = divide(rint(multiply(a, scale)), scale)  # noqa: F821
+    return _into_out("round", result, out)
 
 
 around = round
@@ -335,7 +407,29 @@ def _scan(prim: str, func: str):
 
 cumsum = _scan("cumsum", "cumsum")
 cumprod = _scan("cumprod", "cumprod")
-cumulative_sum, cumulative_prod = cumsum, cumprod
+
+
+def _cumulative(func: str, scan):
+    def fn(x, /, *, axis=None, dtype=None, out=None, include_initial=False):
+        if axis is None:
+            if _ndim(x) > 1:
+                raise ShapeError(f"{func}: axis must be given for an array of more than one dimension{_where()}")
+            axis = 0
+        result = scan(x, axis=axis, dtype=dtype)
+        if include_initial:
+            axis = normalize_axis(func, axis, _ndim(result), _shape(result))
+            shape = tuple(1 if i == axis else d for i, d in enumerate(_shape(result)))
+            first = full(shape, 0 if func == "cumulative_sum" else 1, _dtype(result))
+            result = concatenate([first, result], axis=axis)
+        return _into_out(func, result, out)
+
+    fn.__name__ = fn.__qualname__ = func
+    fn.__doc__ = f"``numpy.{func}`` (the array API's scan: ``axis`` needed above one dimension)."
+    return fn
+
+
+cumulative_sum = _cumulative("cumulative_sum", cumsum)
+cumulative_prod = _cumulative("cumulative_prod", cumprod)
 
 
 def _mean_dtype(dtype, requested):
@@ -416,20 +510,62 @@ def _resolve_shape(func: str, shape, size: int) -> tuple[int, ...]:
 
 
 def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
-    """``np.reshape`` in C order (-1 allowed once)."""
-    if order != "C":
-        raise _unsupported("reshape", f"order={order!r}", "only C order is supported")
+    """``np.reshape`` (-1 allowed once): a view when NumPy's would be one.
+    ``order='F'`` reads and writes in Fortran order; ``copy=True`` copies,
+    ``copy=False`` refuses to (as NumPy, when a copy would be needed)."""
+    order = _check_order("reshape", order, "CFA")
+    if order == "A":
+        flags = getattr(a, "flags", None)
+        order = "F" if flags is not None and flags.f_contiguous and not flags.c_contiguous else "C"
     shape = newshape if shape is None else shape
     size = int(np.prod(_shape(a), dtype=np.int64))
     shape = _resolve_shape("reshape", shape, size)
+    if copy:
+        a = asarray_copy(a)
+    if order == "F":
+        result = transpose(_reshape_c(transpose(a), tuple(reversed(shape))))
+    else:
+        result = _reshape_c(a, shape)
+    if copy is False and _is_braze_array(result) and result is not a and getattr(result, "_view", True) is None:
+        raise ShapeError(f"reshape: a copy is needed to reshape {a.aval} into {shape} (copy=False){_where()}")
+    return result
+
+
+def _reshape_c(a, shape):
     if shape == _shape(a):
         return a
     return bind("reshape", a, shape=shape)
 
 
+def view(a):
+    """``a.view()``: a new view of the same data."""
+    return bind("view", a)
+
+
+def read_only(a):
+    """``a`` as a read-only view (NumPy's ``imag`` of a real array, ...)."""
+    return bind("view", a, readonly=True)
+
+
 def ravel(a, order="C"):
-    """``np.ravel`` (C order)."""
+    """``np.ravel`` (a view when NumPy's is one), in C, F, A or K order."""
+    order = _check_order("ravel", order)
+    if order == "K":
+        perm = _memory_order(a)
+        if perm is not None:
+            return reshape(transpose(a, perm) if perm != tuple(range(_ndim(a))) else a, (-1,))
+        order = "C"
     return reshape(a, (-1,), order)
+
+
+def _memory_order(a):
+    """The axes from slowest to fastest in memory (ravel's order='K': memory order,
+    with negative strides read forwards), when the strides are known; else None."""
+    strides = getattr(a, "_strides", None)
+    if strides is None or _ndim(a) < 2:
+        return None
+    shape = _shape(a)
+    return tuple(sorted(range(len(shape)), key=lambda i: (-(0 if shape[i] == 1 else abs(strides[i])), i)))
 
 
 def transpose(a, axes=None):
@@ -438,7 +574,11 @@ def transpose(a, axes=None):
     if axes is None:
         perm = tuple(range(nd))[::-1]
     else:
+        if isinstance(axes, (int, np.integer)):
+            axes = (axes,)
         perm = tuple(normalize_axis("transpose", ax, nd, _shape(a)) for ax in axes)
+        if sorted(perm) != list(range(nd)):
+            raise ShapeError(f"transpose: axes {tuple(axes)} don't match an array of {nd} dimensions{_where()}")
     if perm == tuple(range(nd)):
         return a
     return bind("transpose", a, perm=perm)
@@ -460,6 +600,8 @@ def moveaxis(a, source, destination):
     nd = _ndim(a)
     src = [normalize_axis("moveaxis", s, nd) for s in (source if isinstance(source, (list, tuple)) else [source])]
     dst = [normalize_axis("moveaxis", d, nd) for d in (destination if isinstance(destination, (list, tuple)) else [destination])]
+    if len(set(src)) != len(src) or len(set(dst)) != len(dst):
+        raise ShapeError(f"moveaxis: repeated axis in source {source} or destination {destination}{_where()}")
     if len(src) != len(dst):
         raise ShapeError(f"moveaxis: source {source} and destination {destination} differ in length{_where()}")
     order = [n for n in range(nd) if n not in src]
@@ -502,7 +644,7 @@ def squeeze(a, axis=None):
 
 def atleast_1d(*arys):
     res = [reshape(a, (1,)) if _ndim(a) == 0 else a for a in arys]
-    return res[0] if len(res) == 1 else res
+    return res[0] if len(res) == 1 else tuple(res)
 
 
 def atleast_2d(*arys):
@@ -510,7 +652,17 @@ def atleast_2d(*arys):
     for a in arys:
         nd = _ndim(a)
         res.append(reshape(a, (1, 1)) if nd == 0 else reshape(a, (1,) + _shape(a)) if nd == 1 else a)
-    return res[0] if len(res) == 1 else res
+    return res[0] if len(res) == 1 else tuple(res)
+
+
+def atleast_3d(*arys):
+    """``np.atleast_3d``: (1, 1, 1), (1, N, 1) and (M, N, 1) for 0-, 1- and 2-d inputs (views)."""
+    res = []
+    for a in arys:
+        nd, shape = _ndim(a), _shape(a)
+        new = {0: (1, 1, 1), 1: (1,) + shape + (1,), 2: shape + (1,)}.get(nd)
+        res.append(reshape(a, new) if new is not None else a)
+    return res[0] if len(res) == 1 else tuple(res)
 
 
 def concatenate(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
@@ -653,6 +805,9 @@ def dot(a, b, out=None):
 
 
 def vdot(a, b):
+    """``np.vdot``: the dot product of the flattened arrays (equal sizes)."""
+    if size(a) != size(b):
+        raise ShapeError(f"vdot: vectors of sizes {size(a)} and {size(b)} are not aligned{_where()}")
     return sum(multiply(ravel(a), ravel(b)))  # noqa: F821
 
 
@@ -707,10 +862,6 @@ def einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
 # ---------------------------------------------------------------- arrays from sequences
 
 
-def _is_braze_array(x) -> bool:
-    return hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, (np.ndarray, np.generic))
-
-
 def _build(obj):
     """An array built with braze ops from a (nested) list of traced/watched
     arrays, NumPy arrays and scalars: ``np.array([x, y])`` is a stack."""
@@ -733,7 +884,9 @@ def _build(obj):
 def array(object, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, like=None):  # noqa: A002
     """``np.array`` of traced values (or lists of them), built with braze ops."""
     result = _build(object)
-    if dtype is not None and np.dtype(dtype) != _dtype(result):
+    if dtype is not None:
+        dtype = _as_dtype("array", dtype)
+    if dtype is not None and dtype != _dtype(result):
         result = astype(result, dtype)
     elif copy and result is object:
         result = asarray_copy(result)
@@ -755,6 +908,38 @@ def asanyarray(a, dtype=None, order=None, *, device=None, copy=None, like=None):
 
 def ascontiguousarray(a, dtype=None, *, like=None):
     return array(a, dtype, copy=False, ndmin=1)
+
+
+def frombuffer(buffer, dtype=float, count=-1, offset=0, *, like=None):
+    """``np.frombuffer`` of a traced array: its elements, flattened (a view)."""
+    item = _dtype(buffer).itemsize
+    if _as_dtype("frombuffer", dtype) != _dtype(buffer):
+        raise _unsupported("frombuffer", f"dtype={np.dtype(dtype)} of a {_dtype(buffer)} array",
+                           "reinterpreting bytes as another dtype is not traced; use .astype() to convert values")
+    if offset % item:
+        raise ShapeError(f"frombuffer: offset {offset} is not a multiple of the element size {item}{_where()}")
+    flat = ravel(buffer)
+    start = offset // item
+    stop = _shape(flat)[0] if count < 0 else start + count
+    if stop > _shape(flat)[0] or start > _shape(flat)[0]:
+        raise ShapeError(f"frombuffer: buffer is smaller than requested size{_where()}")
+    from .indexing import getitem
+
+    return getitem(flat, slice(start, stop))
+
+
+def fromiter(iter, dtype, count=-1, *, like=None):  # noqa: A002
+    """``np.fromiter`` of a traced 1-d array: a copy with ``dtype``."""
+    if _ndim(iter) != 1:
+        raise ShapeError(f"fromiter: setting an array element with a sequence: the items of a "
+                         f"{_ndim(iter)}-d array are arrays{_where()}")
+    from .indexing import getitem
+
+    return astype(getitem(iter, slice(0, None if count < 0 else count)), dtype)
+
+
+def fromstring(string, dtype=float, count=-1, *, sep="", like=None):
+    raise _unsupported("fromstring", "of a traced array", "it parses text: use np.asarray(x).astype(dtype)")
 
 
 def append(arr, values, axis=None):
@@ -829,24 +1014,39 @@ c_ = _AxisConcatenator("c_", -1, 2, 0)
 
 
 def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, *, device=None):
-    dtype = np.dtype(dtype) if dtype is not None else _dtype(a)
-    shape = _shape(a) if shape is None else ((shape,) if isinstance(shape, int) else tuple(shape))
-    return full(shape, fill_value, dtype)
+    """``np.full_like``: ``a``'s shape, dtype and (``order='K'``) memory order."""
+    dtype = _as_dtype("full_like", dtype) if dtype is not None else _dtype(a)
+    order = _check_order("full_like", order)
+    _check_device("full_like", device)
+    same_shape = shape is None
+    shape = _shape(a) if shape is None else ((shape,) if isinstance(shape, (int, np.integer)) else tuple(shape))
+    return copy_as(full(shape, fill_value, dtype), order, like=a if same_shape else None)
 
 
 def zeros_like(a, dtype=None, order="K", subok=True, shape=None, *, device=None):
-    return full_like(a, 0, dtype, shape=shape)
+    return full_like(a, 0, dtype, order, subok, shape, device=device)
 
 
 def ones_like(a, dtype=None, order="K", subok=True, shape=None, *, device=None):
-    return full_like(a, 1, dtype, shape=shape)
+    return full_like(a, 1, dtype, order, subok, shape, device=device)
 
 
 empty_like = zeros_like
 
 
-def full(shape, fill_value, dtype=None, order="C", **kwargs):
+def _check_device(func: str, device) -> None:
+    if device not in (None, "cpu"):
+        raise _unsupported(func, f"device={device!r}", "leave it out: braze places arrays by target")
+
+
+def full(shape, fill_value, dtype=None, order="C", *, device=None, like=None):
     """An array of ``shape`` filled with ``fill_value`` (a broadcast, not a buffer)."""
+    order = _check_order("full", order, "CF")
+    _check_device("full", device)
+    if like is not None:
+        raise _unsupported("full", "like=", "leave it out")
+    if dtype is not None:
+        dtype = _as_dtype("full", dtype)
     shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
     if isinstance(fill_value, (bool, int, float, np.generic, np.ndarray, list, tuple)):
         value = np.asarray(fill_value, dtype=dtype)
@@ -854,15 +1054,15 @@ def full(shape, fill_value, dtype=None, order="C", **kwargs):
     else:  # a traced or watched value
         value = fill_value if dtype is None else astype(fill_value, dtype)
     # A copy, so that eagerly the result is a fresh writable array, as NumPy's.
-    return asarray_copy(broadcast_to(value, shape))
+    return copy_as(asarray_copy(broadcast_to(value, shape)), order)
 
 
-def zeros(shape, dtype=float, order="C", **kwargs):
-    return full(shape, 0, dtype)
+def zeros(shape, dtype=float, order="C", *, device=None, like=None):
+    return full(shape, 0, dtype, order, device=device, like=like)
 
 
-def ones(shape, dtype=float, order="C", **kwargs):
-    return full(shape, 1, dtype)
+def ones(shape, dtype=float, order="C", *, device=None, like=None):
+    return full(shape, 1, dtype, order, device=device, like=like)
 
 
 empty = zeros
@@ -883,4 +1083,4 @@ for _np_name in ("amax", "amin", "round", "around", "abs", "true_divide", "permu
     if hasattr(np, _np_name):
         ARRAY_FUNCTIONS[getattr(np, _np_name)] = globals()[_np_name]
 
-del _np_name, math, DTypeError
+del _np_name, math

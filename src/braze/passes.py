@@ -49,7 +49,7 @@ def fold_constants(graph: Graph) -> Graph:
     return rewrite(graph, fold)
 
 
-_IDENTITY_OPS = {"convert", "reshape", "broadcast_to", "transpose"}
+_IDENTITY_OPS = {"convert", "reshape", "broadcast_to", "transpose", "view"}
 
 
 _REDUCTIONS = ("reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_any", "reduce_all")

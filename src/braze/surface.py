@@ -201,6 +201,9 @@ class ArrayMethods:
     __and__, __rand__, __iand__ = _binary("bitwise_and"), _binary("bitwise_and", True), _inplace("bitwise_and")
     __or__, __ror__, __ior__ = _binary("bitwise_or"), _binary("bitwise_or", True), _inplace("bitwise_or")
     __xor__, __rxor__, __ixor__ = _binary("bitwise_xor"), _binary("bitwise_xor", True), _inplace("bitwise_xor")
+    __lshift__, __rlshift__, __ilshift__ = _binary("left_shift"), _binary("left_shift", True), _inplace("left_shift")
+    __rshift__, __rrshift__, __irshift__ = (
+        _binary("right_shift"), _binary("right_shift", True), _inplace("right_shift"))
     __lt__, __le__ = _binary("less"), _binary("less_equal")
     __gt__, __ge__ = _binary("greater"), _binary("greater_equal")
     __eq__, __ne__ = _binary("equal"), _binary("not_equal")
@@ -273,7 +276,7 @@ class ArrayMethods:
     def reshape(self, *shape, order="C", copy=None):
         if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
             shape = shape[0]
-        return bnp.reshape(self, shape, order)
+        return bnp.reshape(self, shape, order, copy=copy)
 
     def transpose(self, *axes):
         if len(axes) == 1 and (axes[0] is None or not isinstance(axes[0], (int, np.integer))):
@@ -290,13 +293,77 @@ class ArrayMethods:
         return bnp.ravel(self, order)
 
     def flatten(self, order="C"):
-        return bnp.asarray_copy(bnp.ravel(self, order))
+        return bnp.copy_as(bnp.asarray_copy(bnp.ravel(self, order)), "C")
 
     def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
-        return bnp.astype(self, dtype)
+        return bnp.astype_method(self, dtype, order, casting, subok, copy)
 
     def copy(self, order="C"):
         return bnp.copy(self, order=order)
+
+    def view(self, dtype=None, type=None):
+        """A view with the same data (another dtype would reinterpret bytes: refused)."""
+        if type is not None or (dtype is not None and bnp._as_dtype("view", dtype) != self.dtype):
+            raise UnsupportedOpError(
+                f"ndarray.view({dtype!r}): reinterpreting the bytes of a traced {self.dtype} array is not "
+                f"supported{where()}; use .astype() to convert values")
+        return bnp.view(self)
+
+    def fill(self, value):
+        if bnp.ndim(value):
+            raise ShapeError(f"ndarray.fill: the value must be a scalar, got shape {bnp.shape(value)}{where()}")
+        self._assign(bnp.full(tuple(self.shape), value, self.dtype), "fill", casting="unsafe")
+
+    def conj(self, out=None):
+        return _conj_into(self, out)
+
+    conjugate = conj
+
+    @property
+    def real(self):
+        return self  # NumPy returns the array itself for a real dtype
+
+    @property
+    def imag(self):
+        return bnp.read_only(bnp.zeros_like(self))  # read-only zeros, as NumPy's for a real dtype
+
+    @property
+    def itemsize(self) -> int:
+        return np.dtype(self.dtype).itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.itemsize
+
+    @property
+    def strides(self):
+        strides = getattr(self, "_strides", None)
+        if strides is None:
+            raise UnsupportedOpError(f"ndarray.strides of a traced {self.aval} whose memory layout braze does not "
+                                     f"model (a gather or einsum result){where()}")
+        return tuple(int(s) * self.itemsize for s in strides)
+
+    def __copy__(self):
+        return bnp.copy(self, order="K")
+
+    def __contains__(self, value):
+        return bool(bnp.any(bnp.equal(self, value)))  # (traced: a ConcretizationError, as for any bool)
+
+    def tobytes(self, order="C"):
+        raise self._concrete_error("read with .tobytes()")
+
+    tostring = tobytes
+
+    def __getattr__(self, name):
+        # An ndarray attribute braze does not implement is a clear error, not an AttributeError from
+        # deep inside; other names (and the protocols NumPy probes) stay AttributeErrors.
+        if name in _NDARRAY_ATTRIBUTES:
+            method = getattr(bnp, name, None)
+            if callable(method) and name in _FUNCTION_METHODS:
+                return lambda *args, **kwargs: method(self, *args, **kwargs)
+            raise UnsupportedOpError(f"ndarray.{name} is not supported on traced arrays{where()}; write it "
+                                     "with supported NumPy functions, or define it as a braze.composite")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def clip(self, min=None, max=None, out=None, **kw):
         return bnp.clip(self, min, max, out, **kw)
@@ -310,6 +377,21 @@ class ArrayMethods:
     def round(self, decimals=0, out=None):
         return bnp.round(self, decimals, out)
 
+    def sort(self, axis=-1, kind=None, order=None):
+        """In place, as ``ndarray.sort`` (``np.sort`` returns a sorted copy)."""
+        sort = getattr(bnp, "sort", None)
+        if sort is None:
+            raise UnsupportedOpError(f"ndarray.sort is not supported on traced arrays{where()}")
+        self._assign(sort(self, axis=axis, kind=kind, order=order), "sort")
 
-    def sort(self, *args, **kwargs):
-        raise _unsupported_function("sort")
+
+def _conj_into(x, out):
+    from .ufuncs import call
+
+    return bnp.conjugate(x) if out is None else call(np.conjugate, (x,), {"out": out})
+
+
+# ndarray methods that are the NumPy function of the same name with the array first
+_FUNCTION_METHODS = frozenset(
+    "argpartition argsort choose compress diagonal nonzero partition repeat searchsorted trace".split())
+_NDARRAY_ATTRIBUTES = frozenset(n for n in dir(np.ndarray) if not n.startswith("__"))

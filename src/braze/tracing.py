@@ -65,11 +65,16 @@ def _write_strided(base, value, **params):
     return bind("strided_update", base, value, **params)
 
 
+def _write_whole(base, value, **params):
+    return value
+
+
 VIEW_WRITE: dict[str, Callable | None] = {
     "slice": _write_slice,
     "transpose": _write_transpose,
     "reshape": _write_reshape,
     "strided_view": _write_strided,
+    "view": _write_whole,
     "broadcast_to": None,
     "diagonal": None,
 }
@@ -176,12 +181,17 @@ class Tracer(ArrayMethods):
     def flags(self):
         return _Flags(self)
 
-    def _relayout(self, order: str) -> None:
-        """A new array (a copy) laid out in ``order`` ('C', 'F' or 'A'), as NumPy's copies are."""
+    def _relayout(self, order: str, like: "Tracer | None" = None) -> None:
+        """A new array (a copy) laid out in ``order`` ('C', 'F', or 'A' and 'K' like
+        ``like``, default this array's own strides), as NumPy's copies are."""
         shape = self.shape
+        ref = like._strides if isinstance(like, Tracer) else (layout.of_array(like) if isinstance(like, np.ndarray)
+                                                              else self._strides)
+        if order == "K":
+            self._strides = layout.k_order(shape, [ref]) if ref is not None else None
+            return
         if order == "A":
-            order = "F" if layout.is_f_contiguous(shape, self._strides) and not \
-                layout.is_c_contiguous(shape, self._strides) else "C"
+            order = "F" if layout.is_f_contiguous(shape, ref) and not layout.is_c_contiguous(shape, ref) else "C"
         rev = tuple(reversed(shape))
         self._strides = layout.c_strides(shape) if order == "C" else tuple(reversed(layout.c_strides(rev)))
 
@@ -223,15 +233,30 @@ class Tracer(ArrayMethods):
 class _Flags:
     """``x.flags`` of a traced array: what NumPy's would say."""
 
+    _NAMES = {"C": "c_contiguous", "CONTIGUOUS": "c_contiguous", "C_CONTIGUOUS": "c_contiguous",
+              "F": "f_contiguous", "FORTRAN": "f_contiguous", "F_CONTIGUOUS": "f_contiguous",
+              "W": "writeable", "WRITEABLE": "writeable", "O": "owndata", "OWNDATA": "owndata",
+              "A": "aligned", "ALIGNED": "aligned", "X": "writebackifcopy", "WRITEBACKIFCOPY": "writebackifcopy",
+              "FNC": "fnc", "FORC": "forc", "B": "behaved", "BEHAVED": "behaved", "CA": "carray",
+              "CARRAY": "carray", "FA": "farray", "FARRAY": "farray"}
+
     def __init__(self, t: Tracer):
         self.writeable = not _read_only(t)
         self.c_contiguous = layout.is_c_contiguous(t.shape, t._strides)
         self.f_contiguous = layout.is_f_contiguous(t.shape, t._strides)
         self.owndata = t._view is None
+        self.aligned, self.writebackifcopy = True, False
+        self.fnc = self.f_contiguous and not self.c_contiguous
+        self.forc = self.f_contiguous or self.c_contiguous
+        self.behaved = self.aligned and self.writeable
+        self.carray, self.farray = self.behaved and self.c_contiguous, self.behaved and self.fnc
 
     def __getitem__(self, key):
-        return {"WRITEABLE": self.writeable, "C_CONTIGUOUS": self.c_contiguous,
-                "F_CONTIGUOUS": self.f_contiguous, "OWNDATA": self.owndata}[key.upper()]
+        return getattr(self, self._NAMES[key.upper()])
+
+    def __repr__(self):
+        return "\n".join(f"  {k.upper()} : {getattr(self, k)}" for k in
+                         ("c_contiguous", "f_contiguous", "owndata", "writeable", "aligned", "writebackifcopy"))
 
 
 def _read_only(t: Tracer) -> bool:
@@ -271,6 +296,8 @@ def _result_strides(op: str, args, inputs, params, aval: Aval):
     if aval.ndim == 0:
         return ()
     kind = KIND.get(op)
+    if op == "view":
+        return _strides_of(args[0])
     if op in ("convert", "clip", "where") or kind == "elementwise":
         ops = [layout.broadcast(_strides_of(a), n.aval.shape, shape) if n.aval.ndim <= len(shape) else None
                for a, n in zip(args, inputs)]
@@ -419,7 +446,8 @@ class GraphContext:
                     uncertain = True
                 elif layout.reshaped(inputs[0].aval.shape, base_strides, aval.shape) is None:
                     return  # NumPy copies: a new array, not a view
-            out._view = View(args[0], op, params, READ_ONLY.get(op), uncertain)
+            readonly = READ_ONLY.get(op) or (params.get("readonly") and "a read-only array (as NumPy's)")
+            out._view = View(args[0], op, params, readonly, uncertain)
             out._base_version = args[0]._version
 
 
@@ -455,10 +483,11 @@ class OutputSpec:
     the view ops (``view = (argument index, ((op, params), ...))``): then the
     result is that view of the caller's own array, as in NumPy."""
 
-    __slots__ = ("scalar", "readonly", "view")
+    __slots__ = ("scalar", "readonly", "view", "const")
 
-    def __init__(self, scalar: bool, readonly: bool = False, view=None):
+    def __init__(self, scalar: bool, readonly: bool = False, view=None, const=None):
         self.scalar, self.readonly, self.view = scalar, readonly, view
+        self.const = const  # a Python scalar returned as such (x.ndim, x.itemsize, len(x))
 
 
 class Trace:
@@ -502,7 +531,8 @@ def _argument_tracers(ctx: GraphContext, specs: list[InputSpec], buffers: list[A
 
 def _output_spec(value, tracers) -> OutputSpec:
     if not isinstance(value, Tracer):
-        return OutputSpec(scalar=not isinstance(value, np.ndarray))
+        const = value if type(value) in (bool, int, float, complex) else None
+        return OutputSpec(scalar=not isinstance(value, np.ndarray), const=const)
     spec = OutputSpec(scalar=value._scalar and value.aval.ndim == 0, readonly=_read_only(value))
     # a view (chain) of an argument: rebuilt from the caller's array
     ops, t = [], value

@@ -91,6 +91,9 @@ def call(ufunc, inputs, kwargs):
     out = kwargs.pop("out", None)
     if out is not None and not isinstance(out, tuple):
         out = (out,)
+    if out is not None and not all(o is None or _is_braze(o) or isinstance(o, np.ndarray) for o in out):
+        raise DTypeError(f"numpy.{name}: return arrays must be of ArrayType, got "
+                         f"{', '.join(type(o).__name__ for o in out)}{_where()}")
     dtype = kwargs.pop("dtype", None)
     casting = kwargs.pop("casting", "same_kind")
     mask = kwargs.pop("where", True)

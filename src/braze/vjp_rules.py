@@ -29,7 +29,7 @@ VJP: dict = {}
 NONDIFFERENTIABLE = frozenset(
     "sign floor ceil trunc rint isnan isinf isfinite signbit logical_not invert floor_divide "
     "logical_and logical_or logical_xor bitwise_and bitwise_or bitwise_xor equal not_equal less "
-    "less_equal greater greater_equal reduce_any reduce_all argmax argmin kernel".split()
+    "less_equal greater greater_equal reduce_any reduce_all argmax argmin kernel left_shift right_shift".split()
 )
 
 
@@ -56,6 +56,7 @@ _ERF_SCALE = 2.0 / math.sqrt(math.pi)
 
 _unary("negative", lambda ct, x, out: -ct)
 _unary("positive", lambda ct, x, out: ct)
+_unary("conjugate", lambda ct, x, out: ct)  # (real arrays only: complex dtypes are not traced)
 _unary("absolute", lambda ct, x, out: ct * bnp.sign(x))
 _unary("exp", lambda ct, x, out: ct * out)
 _unary("exp2", lambda ct, x, out: ct * out * _LN2)
@@ -272,6 +273,11 @@ def _cumprod(ct, x, *, out, axis):
 @rule("reshape")
 def _reshape(ct, x, *, out, shape):
     return (bnp.reshape(ct, bnp.shape(x)),)
+
+
+@rule("view")
+def _view(ct, x, *, out, readonly=False):
+    return (ct,)
 
 
 @rule("transpose")

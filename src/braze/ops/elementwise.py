@@ -19,13 +19,13 @@ UNARY = (
     "negative positive absolute sign exp exp2 expm1 log log2 log10 log1p sqrt "
     "square reciprocal sin cos tan arcsin arccos arctan sinh cosh tanh arcsinh "
     "arccosh arctanh floor ceil trunc rint isnan isinf isfinite signbit "
-    "logical_not invert cbrt deg2rad rad2deg"
+    "logical_not invert cbrt deg2rad rad2deg conjugate"
 ).split()
 BINARY = (
     "add subtract multiply divide floor_divide remainder fmod power arctan2 "
     "hypot maximum minimum fmax fmin logical_and logical_or logical_xor "
     "bitwise_and bitwise_or bitwise_xor equal not_equal less less_equal "
-    "greater greater_equal copysign logaddexp logaddexp2"
+    "greater greater_equal copysign logaddexp logaddexp2 left_shift right_shift"
 ).split()
 
 ELEMENTWISE_OPS: list[str] = []

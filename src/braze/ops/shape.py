@@ -75,7 +75,19 @@ def _concatenate_impl(*xs, axis):
     return np.concatenate(xs, axis=axis)
 
 
+def _view_abstract(x: Aval, *, readonly=False):
+    return x
+
+
+def _view_impl(x, *, readonly=False):
+    view = np.asarray(x).view()
+    if readonly:
+        view.flags.writeable = False
+    return view
+
+
 declare("reshape", "shape", abstract=_reshape_abstract, impl=_reshape_impl)
+declare("view", "shape", abstract=_view_abstract, impl=_view_impl)
 declare("transpose", "shape", abstract=_transpose_abstract, impl=_transpose_impl)
 declare("broadcast_to", "shape", abstract=_broadcast_to_abstract, impl=_broadcast_to_impl)
 declare("concatenate", "shape", abstract=_concatenate_abstract, impl=_concatenate_impl)

@@ -37,13 +37,14 @@ from .tracing import trace_flat
 
 
 class _Static:
-    """A static leaf's value in the cache key (NaN-safe, type-exact)."""
+    """A static leaf's value in the cache key (NaN-safe, type-exact; a slice,
+    unhashable before Python 3.12, by its bounds)."""
 
     __slots__ = ("value", "_key")
 
     def __init__(self, value):
         self.value = value
-        self._key = (type(value), value)
+        self._key = (type(value), (value.start, value.stop, value.step) if isinstance(value, slice) else value)
 
     def __eq__(self, other):
         return isinstance(other, _Static) and self._key == other._key
@@ -620,7 +621,7 @@ def _is_dynamic(leaf) -> bool:
 
 def _static_value(name: str, value) -> _Static:
     try:
-        hash(value)
+        hash(value if not isinstance(value, slice) else (value.start, value.stop, value.step))
     except TypeError:
         raise BrazeError(
             f"static argument {name} = {value!r:.60} is not hashable{where()}; static arguments "

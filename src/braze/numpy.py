@@ -618,8 +618,13 @@ def broadcast_to(array, shape, subok=False):
 
 
 def broadcast_arrays(*args, subok=False):
+    """``np.broadcast_arrays``: arguments already of the broadcast shape come back
+    as they are (NumPy scalars as 0-d arrays), the others as broadcast views.
+    (NumPy still lets one write through those, with a FutureWarning that it
+    will stop; braze's are read-only already.)"""
+    args = [asarray(a) for a in args]
     shape = tuple(broadcast_shape(*(_shape(a) for a in args)))
-    return tuple(broadcast_to(a, shape) for a in args)
+    return tuple(a if _shape(a) == shape else broadcast_to(a, shape) for a in args)
 
 
 def expand_dims(a, axis):
@@ -666,9 +671,17 @@ def atleast_3d(*arys):
 
 
 def concatenate(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
-    """``np.concatenate``; ``axis=None`` flattens first."""
-    _reject("concatenate", out=out)
+    """``np.concatenate``; ``axis=None`` flattens first; ``dtype``/``casting``
+    cast the inputs (checked with NumPy's rule), ``out=`` a traced array."""
+    if out is not None and dtype is not None:
+        raise DTypeError(f"concatenate() only takes `out` or `dtype` as an argument, but both were provided{_where()}")
     arrays = list(arrays)
+    if dtype is not None or out is not None:
+        target = _as_dtype("concatenate", dtype) if dtype is not None else _dtype(out)
+        for a in arrays:
+            _check_cast("concatenate", _dtype(a), target, casting)
+        arrays = [astype(a, target) if _dtype(a) != target else a for a in arrays]
+        return _into_out("concatenate", concatenate(arrays, axis), out)
     if not arrays:
         raise ShapeError(f"concatenate: needs at least one array{_where()}")
     if axis is None:
@@ -680,7 +693,7 @@ def concatenate(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
     result = arrays[0] if len(arrays) == 1 else bind("concatenate", *arrays, axis=axis)
     if len(arrays) == 1:
         result = asarray_copy(result)
-    return astype(result, dtype) if dtype is not None else result
+    return result
 
 
 def stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
@@ -691,16 +704,16 @@ def stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
     if len(shapes) != 1:
         raise ShapeError(f"stack: all input arrays must have the same shape, got {sorted(shapes)}{_where()}")
     axis = normalize_axis("stack", axis, _ndim(arrays[0]) + 1)
-    return concatenate([expand_dims(a, axis) for a in arrays], axis, out, dtype=dtype)
+    return concatenate([expand_dims(a, axis) for a in arrays], axis, out, dtype=dtype, casting=casting)
 
 
 def hstack(tup, *, dtype=None, casting="same_kind"):
     arrs = [atleast_1d(a) for a in tup]
-    return concatenate(arrs, 0 if _ndim(arrs[0]) == 1 else 1, dtype=dtype)
+    return concatenate(arrs, 0 if _ndim(arrs[0]) == 1 else 1, dtype=dtype, casting=casting)
 
 
 def vstack(tup, *, dtype=None, casting="same_kind"):
-    return concatenate([atleast_2d(a) for a in tup], 0, dtype=dtype)
+    return concatenate([atleast_2d(a) for a in tup], 0, dtype=dtype, casting=casting)
 
 
 def _split(func: str, ary, indices_or_sections, axis, even: bool):
@@ -742,16 +755,21 @@ def array_split(ary, indices_or_sections, axis=0):
 
 
 def take(a, indices, axis=None, out=None, mode="raise"):
-    """``np.take`` (mode='raise')."""
-    _reject("take", out=out)
-    if mode != "raise":
-        raise _unsupported("take", f"mode={mode!r}", "only mode='raise' is supported")
+    """``np.take``; ``mode`` 'raise', 'wrap' (indices modulo the axis) or 'clip'."""
     from .indexing import getitem
 
+    if mode not in ("raise", "wrap", "clip"):
+        raise ShapeError(f"take: mode must be 'raise', 'wrap' or 'clip', got {mode!r}{_where()}")
     if axis is None:
         a, axis = ravel(a), 0
     axis = normalize_axis("take", axis, _ndim(a), _shape(a))
-    return getitem(a, (slice(None),) * axis + (indices,))
+    n = _shape(a)[axis]
+    if mode != "raise":
+        if n == 0:
+            raise ShapeError(f"take: cannot do a non-empty take from an empty axis{_where()}")
+        indices = asarray(indices) if not _is_braze_array(indices) else indices
+        indices = remainder(indices, n) if mode == "wrap" else clip(indices, 0, n - 1)  # noqa: F821
+    return _into_out("take", getitem(a, (slice(None),) * axis + (indices,)), out)
 
 
 def take_along_axis(arr, indices, axis=-1):
@@ -769,24 +787,34 @@ def add_at(a, indices, b=1):
 
 
 def tril(m, k=0):
-    shape = _shape(m)
-    mask = np.tri(shape[-2], shape[-1], k, dtype=bool)
-    return where(mask, m, _dtype(m).type(0))
+    """``np.tril`` (a 1-d ``m`` is a row repeated into a square, as NumPy does)."""
+    mask = np.tri(*_shape(m)[-2:], k=k, dtype=bool)
+    return where(mask, m, zeros(1, _dtype(m)))
 
 
 def triu(m, k=0):
-    shape = _shape(m)
-    mask = np.tri(shape[-2], shape[-1], k - 1, dtype=bool)
-    return where(mask, _dtype(m).type(0), m)
+    """``np.triu`` (a 1-d ``m`` is a row repeated into a square, as NumPy does)."""
+    mask = np.tri(*_shape(m)[-2:], k=k - 1, dtype=bool)
+    return where(mask, zeros(1, _dtype(m)), m)
 
 
 # ---------------------------------------------------------------- contractions
 
 
-def matmul(x1, x2, /, out=None, **kwargs):
-    """``np.matmul`` / ``@``."""
-    _reject("matmul", out=out, **kwargs)
-    return bind("matmul", x1, x2)
+def matmul(x1, x2, /, out=None, *, casting="same_kind", order="K", dtype=None, subok=True, signature=None,
+           axes=None, axis=None):
+    """``np.matmul`` / ``@`` (a generalized ufunc: ``dtype``, ``casting``, ``out``)."""
+    _reject("matmul", signature=signature, axes=axes, axis=axis)
+    _check_order("matmul", order)
+    if dtype is not None:
+        dtype = _as_dtype("matmul", dtype)
+        for x in (x1, x2):
+            _check_cast("matmul", _dtype(x), dtype, casting)
+        x1, x2 = astype(x1, dtype), astype(x2, dtype)
+    result = bind("matmul", x1, x2)
+    if out is not None:
+        _check_cast("matmul", _dtype(result), _dtype(out[0] if isinstance(out, tuple) else out), casting)
+    return _into_out("matmul", result, out)
 
 
 UFUNCS["matmul"] = matmul
@@ -795,13 +823,16 @@ UFUNCS["matmul"] = matmul
 def dot(a, b, out=None):
     """``np.dot``: matmul for 1-D and 2-D, multiply for scalars, a contraction of a's
     last axis with b's second-to-last for N-D."""
-    _reject("dot", out=out)
     na, nb = _ndim(a), _ndim(b)
     if na == 0 or nb == 0:
-        return multiply(a, b)  # noqa: F821
-    if na <= 2 and nb <= 2:
-        return matmul(a, b)
-    return tensordot(a, b, axes=([na - 1], [nb - 2 if nb >= 2 else 0]))
+        result = multiply(a, b)  # noqa: F821
+    elif na <= 2 and nb <= 2:
+        result = matmul(a, b)
+    else:
+        result = tensordot(a, b, axes=([na - 1], [nb - 2 if nb >= 2 else 0]))
+    if out is not None and _dtype(out) != _dtype(result):
+        raise DTypeError(f"dot: out= must have the dtype of the result, {_dtype(result)}{_where()}")
+    return _into_out("dot", result, out)
 
 
 def vdot(a, b):
@@ -842,9 +873,19 @@ def tensordot(a, b, axes=2):
     return bind("einsum", a, b, subscripts=f"{''.join(sa)},{''.join(sb)}->{''.join(out)}")
 
 
-def einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
-    """``np.einsum`` with explicit or implicit output, no ellipsis."""
-    _reject("einsum", out=out, **kwargs)
+def einsum(subscripts, *operands, out=None, optimize=False, dtype=None, order="K", casting="safe"):
+    """``np.einsum`` with explicit or implicit output, no ellipsis; ``optimize``
+    only chooses NumPy's contraction order (braze picks its own)."""
+    _check_order("einsum", order)
+    if dtype is not None:
+        dtype = _as_dtype("einsum", dtype)
+        for x in operands:
+            _check_cast("einsum", _dtype(x), dtype, casting)
+        operands = tuple(astype(x, dtype) for x in operands)
+    return _into_out("einsum", _einsum(subscripts, *operands), out)
+
+
+def _einsum(subscripts, *operands):
     if not isinstance(subscripts, str):
         raise _unsupported("einsum", "in interleaved (operand, sublist) form", "pass a subscripts string")
     spec = subscripts.replace(" ", "")
@@ -882,16 +923,25 @@ def _build(obj):
 
 
 def array(object, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, like=None):  # noqa: A002
-    """``np.array`` of traced values (or lists of them), built with braze ops."""
+    """``np.array`` of traced values (or lists of them), built with braze ops.
+    ``copy``: True always copies, None copies when needed, False never (and
+    raises when a new array must be built), as in NumPy 2."""
+    if like is not None:
+        raise _unsupported("array", "like=", "leave it out")
+    order = _check_order("array", order)
     result = _build(object)
-    if dtype is not None:
-        dtype = _as_dtype("array", dtype)
-    if dtype is not None and dtype != _dtype(result):
-        result = astype(result, dtype)
-    elif copy and result is object:
-        result = asarray_copy(result)
-    elif copy is False and result is not object:
-        raise _unsupported("array", "copy=False", "the list must be copied into a new array; pass copy=None")
+    new = result is not object  # built from a list, or a NumPy value
+    if getattr(result, "_is_scalar", lambda: False)():
+        result, new = bind("view", result), True  # np.array of a NumPy scalar is a new 0-d array
+    if dtype is not None and _as_dtype("array", dtype) != _dtype(result):
+        result, new = astype(result, dtype), True
+    if copy and not new:
+        result, new = asarray_copy(result), True
+    if copy is False and new:
+        raise ShapeError(f"array: unable to avoid a copy (copy=False) while building the array{_where()}; "
+                         "pass copy=None to copy only when needed")
+    if new and _is_braze_array(result):
+        result = copy_as(result, order)
     if _ndim(result) < ndmin:
         result = reshape(result, (1,) * (ndmin - _ndim(result)) + _shape(result))
     return result
@@ -899,15 +949,20 @@ def array(object, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, lik
 
 def asarray(a, dtype=None, order=None, *, device=None, copy=None, like=None):
     """``np.asarray``: a traced array is returned as it is (no copy)."""
-    return array(a, dtype, copy=bool(copy) if copy is not None else False)
+    _check_device("asarray", device)
+    return array(a, dtype, copy=copy, order=order or "K", like=like)
 
 
 def asanyarray(a, dtype=None, order=None, *, device=None, copy=None, like=None):
-    return asarray(a, dtype, copy=copy)
+    return asarray(a, dtype, order, device=device, copy=copy, like=like)
 
 
 def ascontiguousarray(a, dtype=None, *, like=None):
-    return array(a, dtype, copy=False, ndmin=1)
+    result = array(a, dtype, copy=None, ndmin=1, like=like)
+    flags = getattr(result, "flags", None)
+    if flags is not None and not flags.c_contiguous:
+        result = copy(result, order="C")
+    return result
 
 
 def frombuffer(buffer, dtype=float, count=-1, offset=0, *, like=None):

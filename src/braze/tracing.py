@@ -438,7 +438,7 @@ class GraphContext:
             else:
                 out._scalar = KIND.get(op) in _SCALAR_KINDS
         out._strides = _result_strides(op, args, inputs, params, aval)
-        if op in VIEW_WRITE and isinstance(args[0], Tracer):
+        if op in VIEW_WRITE and isinstance(args[0], Tracer) and not args[0]._scalar:  # (a scalar is immutable)
             uncertain = False
             if op == "reshape":
                 base_strides = args[0]._strides

@@ -873,9 +873,13 @@ def tensordot(a, b, axes=2):
     return bind("einsum", a, b, subscripts=f"{''.join(sa)},{''.join(sb)}->{''.join(out)}")
 
 
-def einsum(subscripts, *operands, out=None, optimize=False, dtype=None, order="K", casting="safe"):
+def einsum(subscripts, *operands, out=None, optimize=False, dtype=None, order="K", casting="safe", **kwargs):
     """``np.einsum`` with explicit or implicit output, no ellipsis; ``optimize``
     only chooses NumPy's contraction order (braze picks its own)."""
+    if kwargs:
+        raise DTypeError(f"einsum: unexpected keyword argument(s) {sorted(kwargs)}{_where()}")
+    if not operands:
+        raise ShapeError(f"einsum: must provide at least an operand and a subscripts list{_where()}")
     _check_order("einsum", order)
     if dtype is not None:
         dtype = _as_dtype("einsum", dtype)

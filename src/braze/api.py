@@ -227,13 +227,18 @@ class Compiled:
             return general
         # (a registry change replaces entry.executable and clears the fast path)
         spec = entry.outputs[0] if entry.outputs else None
-        if not mutated and tree == pytree.LEAF and spec is not None and spec.view is None and not spec.readonly:
+        if (not mutated and tree == pytree.LEAF and spec is not None and spec.view is None and not spec.readonly
+                and spec.perm is None):
             finish = calling.finish
+
+            c_order = spec.c_order
 
             def single(dynamic):
                 out = run(dynamic)[0]
-                if type(out) is np.ndarray and out.ndim and out.flags.writeable:
-                    return out
+                if type(out) is np.ndarray and out.ndim:
+                    flags = out.flags
+                    if flags.writeable and (flags.c_contiguous or not c_order):
+                        return out
                 return finish(out, spec, dynamic)
             return single
         return general

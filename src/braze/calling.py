@@ -221,8 +221,12 @@ def finish(value, spec: OutputSpec | None, leaves: list):
                 value = value.view()
                 value.flags.writeable = False
             return value
-        if not value.flags.writeable:
-            return value.copy()
+        perm = spec.perm if spec is not None else None
+        if perm is not None and value.size > 1 and not value.transpose(perm).flags.c_contiguous:
+            # NumPy's order='K': a new array dense in its inputs' memory order (Fortran, say)
+            return np.ascontiguousarray(value.transpose(perm)).transpose(np.argsort(perm))
+        if not value.flags.writeable or (spec is not None and spec.c_order and not value.flags.c_contiguous):
+            return np.array(value, order="C" if perm is None else "K")
         return value
     if isinstance(value, np.generic):
         if spec is not None and not spec.scalar:

@@ -483,11 +483,13 @@ class OutputSpec:
     the view ops (``view = (argument index, ((op, params), ...))``): then the
     result is that view of the caller's own array, as in NumPy."""
 
-    __slots__ = ("scalar", "readonly", "view", "const")
+    __slots__ = ("scalar", "readonly", "view", "const", "perm", "c_order")
 
-    def __init__(self, scalar: bool, readonly: bool = False, view=None, const=None):
+    def __init__(self, scalar: bool, readonly: bool = False, view=None, const=None, perm=None, c_order=False):
         self.scalar, self.readonly, self.view = scalar, readonly, view
         self.const = const  # a Python scalar returned as such (x.ndim, x.itemsize, len(x))
+        self.perm = perm    # a new array NumPy lays out densely in this axis order (slowest first), not C
+        self.c_order = c_order  # NumPy's result is C-contiguous (a copy of a Fortran array, say)
 
 
 class Trace:
@@ -533,7 +535,8 @@ def _output_spec(value, tracers) -> OutputSpec:
     if not isinstance(value, Tracer):
         const = value if type(value) in (bool, int, float, complex) else None
         return OutputSpec(scalar=not isinstance(value, np.ndarray), const=const)
-    spec = OutputSpec(scalar=value._scalar and value.aval.ndim == 0, readonly=_read_only(value))
+    spec = OutputSpec(scalar=value._scalar and value.aval.ndim == 0, readonly=_read_only(value),
+                      perm=_dense_order(value), c_order=layout.is_c_contiguous(value.shape, value._strides))
     # a view (chain) of an argument: rebuilt from the caller's array
     ops, t = [], value
     while t._view is not None and not t._view.uncertain:
@@ -546,6 +549,17 @@ def _output_spec(value, tracers) -> OutputSpec:
             spec.view = (k, tuple(reversed(ops)))
             break
     return spec
+
+
+def _dense_order(t: Tracer):
+    """The axis order (slowest first) of a tracer NumPy lays out densely but not
+    in C order (an elementwise result of Fortran-ordered inputs: order 'K')."""
+    shape, strides = t.shape, t._strides
+    if strides is None or len(shape) < 2 or layout.is_c_contiguous(shape, strides):
+        return None
+    if layout.k_order(shape, [strides]) != tuple(strides) and not layout.is_f_contiguous(shape, strides):
+        return None  # not dense (a view's strides): it comes back as a view anyway
+    return tuple(sorted(range(len(shape)), key=lambda i: (-(0 if shape[i] == 1 else strides[i]), i)))
 
 
 def trace_flat(fn: Callable, avals: list[Aval], names: list[str] | None = None, target: str | None = None,

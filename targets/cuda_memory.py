@@ -247,6 +247,13 @@ def view(dev: _Device, node, x: DArray) -> DArray:
         return DArray(x.buf, x.off, shape, strides, x.dtype)
     if op == "slice":
         return _sliced(x, kw["slices"])
+    if op == "diagonal":
+        a1, a2, k = kw["axis1"], kw["axis2"], kw["offset"]
+        off = x.off + (k * x.strides[a2] if k >= 0 else -k * x.strides[a1])
+        keep = [i for i in range(len(x.shape)) if i not in (a1, a2)]
+        n = max(0, min(x.shape[a1], x.shape[a2] - k) if k >= 0 else min(x.shape[a1] + k, x.shape[a2]))
+        return DArray(x.buf, off, [x.shape[i] for i in keep] + [n],
+                      [x.strides[i] for i in keep] + [x.strides[a1] + x.strides[a2]], x.dtype)
     if op == "strided_view":  # of a flat buffer (arguments sharing memory)
         step = x.strides[0]
         return DArray(x.buf, x.off + kw["offset"] * step, list(kw["shape"]), [s * step for s in kw["strides"]],

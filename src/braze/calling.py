@@ -33,7 +33,7 @@ def leaf_key(value, aval: Aval) -> tuple:
     scalar or array, and strides when not C order."""
     scalar = isinstance(value, (np.generic, bool, int, float, complex))
     strides = None
-    if isinstance(value, np.ndarray) and value.ndim > 1 and not value.flags.c_contiguous:
+    if isinstance(value, np.ndarray) and value.ndim and not value.flags.c_contiguous:
         strides = layout.of_array(value)
     return (aval.shape, aval.dtype.str, aval.weak, scalar, strides)
 
@@ -203,6 +203,8 @@ def finish(value, spec: OutputSpec | None, leaves: list):
     """One result as NumPy returns it (see the module docstring)."""
     if spec is not None and spec.const is not None:
         return spec.const
+    if spec is not None and spec.python is not None:
+        return spec.python(np.asarray(value)[()])
     if spec is not None and spec.view is not None:
         from .core import NUMPY_IMPL
 

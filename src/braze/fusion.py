@@ -37,7 +37,7 @@ from .core import KIND
 from .graph import Graph, Node
 
 REDUCE_OPS = frozenset(op for op, kind in KIND.items() if kind == "reduce")
-LAYOUT_OPS = frozenset({"reshape", "transpose", "broadcast_to", "slice", "strided_view"})
+LAYOUT_OPS = frozenset({"reshape", "transpose", "broadcast_to", "slice", "strided_view", "diagonal"})
 SOURCE_OPS = frozenset({"input", "capture", "const"})
 
 

@@ -47,7 +47,8 @@ from . import numpy as bnp
 from .core import current_context
 
 CONSTRUCTORS = ("empty", "zeros", "ones", "full")
-CONVERTERS = ("array", "asarray", "asanyarray", "ascontiguousarray", "frombuffer", "fromiter", "fromstring")
+CONVERTERS = ("array", "asarray", "asanyarray", "ascontiguousarray", "asfortranarray", "frombuffer", "fromiter",
+              "fromstring")
 INDEX_BUILDERS = ("r_", "c_")
 NAMES = CONSTRUCTORS + CONVERTERS + INDEX_BUILDERS
 

@@ -22,6 +22,7 @@ from .errors import DTypeError, ShapeError, UnsupportedOpError, where as _where
 from .ops._util import normalize_axes, normalize_axis
 from .ops.elementwise import BINARY, UNARY
 from .ops._util import broadcast_shape
+from .layout import is_c_contiguous, is_f_contiguous
 
 _NoValue = np._NoValue  # numpy's own "argument not given" marker
 
@@ -486,8 +487,15 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=_No
 
 
 def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=_NoValue, mean=_NoValue, correction=_NoValue):
-    """``np.std``: the square root of :func:`var`."""
-    value = sqrt(var(a, axis, dtype, None, ddof, keepdims, where=where, mean=mean, correction=correction))  # noqa: F821
+    """``np.std``: the square root of :func:`var` (in var's dtype, as NumPy:
+    an integer ``dtype`` truncates a scalar result and refuses an array one)."""
+    v = var(a, axis, dtype, None, ddof, keepdims, where=where, mean=mean, correction=correction)
+    value = sqrt(v)  # noqa: F821
+    if _dtype(v).kind in "biu":
+        if _ndim(v):
+            raise DTypeError(f"std: cannot cast ufunc 'sqrt' output from float64 to {_dtype(v)} with casting "
+                             f"rule 'same_kind'{_where()}; pass a float dtype=")
+        value = astype(value, _dtype(v))
     return _into_out("std", value, out)
 
 
@@ -548,24 +556,37 @@ def read_only(a):
 
 
 def ravel(a, order="C"):
-    """``np.ravel`` (a view when NumPy's is one), in C, F, A or K order."""
+    """``np.ravel``: a view exactly where NumPy's is one (C order: the array is
+    C-contiguous; F: Fortran-contiguous; K: dense in memory with positive
+    strides), else a copy in that order."""
     order = _check_order("ravel", order)
+    strides = getattr(a, "_strides", ())
+    if strides is None or _ndim(a) < 1:
+        return reshape(a, (-1,))  # (layout not modelled: a reshape, which knows it is uncertain)
+    shape = _shape(a)
+    c = is_c_contiguous(shape, strides)
+    f = is_f_contiguous(shape, strides)
+    if order == "A":
+        order = "F" if f and not c else "C"
     if order == "K":
         perm = _memory_order(a)
-        if perm is not None:
-            return reshape(transpose(a, perm) if perm != tuple(range(_ndim(a))) else a, (-1,))
-        order = "C"
-    return reshape(a, (-1,), order)
+        dense = builtins.all(s >= 0 for s, d in zip(strides, shape) if d != 1) and \
+            is_c_contiguous(tuple(shape[i] for i in perm), tuple(strides[i] for i in perm))
+        ordered = transpose(a, perm) if perm != tuple(range(len(shape))) else a
+        return reshape(ordered if dense else copy(ordered, order="C"), (-1,))
+    if order == "C":
+        return reshape(a if c else copy(a, order="C"), (-1,))
+    return reshape(a if f else copy(a, order="F"), (-1,), order="F")
 
 
 def _memory_order(a):
-    """The axes from slowest to fastest in memory (ravel's order='K': memory order,
-    with negative strides read forwards), when the strides are known; else None."""
+    """The axes from slowest to fastest in memory (order 'K': memory order, with
+    negative strides read forwards); C order where the strides are unknown."""
     strides = getattr(a, "_strides", None)
-    if strides is None or _ndim(a) < 2:
-        return None
     shape = _shape(a)
-    return tuple(sorted(range(len(shape)), key=lambda i: (-(0 if shape[i] == 1 else abs(strides[i])), i)))
+    if strides is None or len(shape) < 2:
+        return tuple(range(len(shape)))
+    return tuple(sorted(range(len(shape)), key=lambda i: (-(0 if shape[i] == 1 else builtins.abs(strides[i])), i)))
 
 
 def transpose(a, axes=None):
@@ -741,6 +762,36 @@ def _split(func: str, ary, indices_or_sections, axis, even: bool):
         key = (slice(None),) * axis + (slice(lo, hi),)
         pieces.append(getitem(ary, key))
     return pieces
+
+
+def diagonal(a, offset=0, axis1=0, axis2=1):
+    """``np.diagonal``: a read-only view, as NumPy's."""
+    nd = _ndim(a)
+    if nd < 2:
+        raise ShapeError(f"diagonal: the array must have at least two dimensions, got {nd}{_where()}")
+    a1 = normalize_axis("diagonal", axis1, nd, _shape(a))
+    a2 = normalize_axis("diagonal", axis2, nd, _shape(a))
+    if a1 == a2:
+        raise ShapeError(f"diagonal: axis1 and axis2 cannot be the same{_where()}")
+    return bind("diagonal", a, offset=int(offset), axis1=a1, axis2=a2)
+
+
+def hsplit(ary, indices_or_sections):
+    if _ndim(ary) == 0:
+        raise ShapeError(f"hsplit only works on arrays of 1 or more dimensions{_where()}")
+    return split(ary, indices_or_sections, 1 if _ndim(ary) > 1 else 0)
+
+
+def vsplit(ary, indices_or_sections):
+    if _ndim(ary) < 2:
+        raise ShapeError(f"vsplit only works on arrays of 2 or more dimensions{_where()}")
+    return split(ary, indices_or_sections, 0)
+
+
+def dsplit(ary, indices_or_sections):
+    if _ndim(ary) < 3:
+        raise ShapeError(f"dsplit only works on arrays of 3 or more dimensions{_where()}")
+    return split(ary, indices_or_sections, 2)
 
 
 def split(ary, indices_or_sections, axis=0):
@@ -969,6 +1020,14 @@ def ascontiguousarray(a, dtype=None, *, like=None):
     return result
 
 
+def asfortranarray(a, dtype=None, *, like=None):
+    result = array(a, dtype, copy=None, ndmin=1, like=like)
+    flags = getattr(result, "flags", None)
+    if flags is not None and not flags.f_contiguous:
+        result = copy(result, order="F")
+    return result
+
+
 def frombuffer(buffer, dtype=float, count=-1, offset=0, *, like=None):
     """``np.frombuffer`` of a traced array: its elements, flattened (a view)."""
     item = _dtype(buffer).itemsize
@@ -1028,7 +1087,7 @@ class _AxisConcatenator:
             if isinstance(item, slice):
                 step = 1 if item.step is None else item.step
                 if isinstance(step, complex):
-                    new = np.linspace(item.start or 0, item.stop, int(abs(step)))
+                    new = np.linspace(item.start or 0, item.stop, int(builtins.abs(step)))
                 else:
                     new = np.arange(item.start or 0, item.stop, step)
                 new = np.array(new, ndmin=self.ndmin)

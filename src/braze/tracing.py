@@ -29,7 +29,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import indexing, layout
-from .aval import Aval, aval_of_value, check_dtype
+from .aval import Aval, aval_of_value, check_dtype, python_scalar_type
 from .core import ABSTRACT, KIND, NUMPY_IMPL, bind, pop_context, push_context
 from .errors import BrazeError, ConcretizationError, TraceError, UnsupportedOpError, user_frame, where
 from .graph import Graph, Literal, Node, toposort
@@ -327,6 +327,12 @@ def _result_strides(op: str, args, inputs, params, aval: Aval):
         return view if view is not None else layout.c_strides(shape)
     if op == "strided_view":
         return tuple(params["strides"])
+    if op == "diagonal":
+        src = _strides_of(args[0])
+        if src is None:
+            return None
+        a1, a2 = params["axis1"], params["axis2"]
+        return tuple(s for i, s in enumerate(src) if i not in (a1, a2)) + (src[a1] + src[a2],)
     if op == "concatenate":
         ops = [_strides_of(a) for a in args]
         return None if any(s is None for s in ops) else layout.k_order(shape, ops)
@@ -483,13 +489,14 @@ class OutputSpec:
     the view ops (``view = (argument index, ((op, params), ...))``): then the
     result is that view of the caller's own array, as in NumPy."""
 
-    __slots__ = ("scalar", "readonly", "view", "const", "perm", "c_order")
+    __slots__ = ("scalar", "readonly", "view", "const", "perm", "c_order", "python")
 
     def __init__(self, scalar: bool, readonly: bool = False, view=None, const=None, perm=None, c_order=False):
         self.scalar, self.readonly, self.view = scalar, readonly, view
         self.const = const  # a Python scalar returned as such (x.ndim, x.itemsize, len(x))
         self.perm = perm    # a new array NumPy lays out densely in this axis order (slowest first), not C
         self.c_order = c_order  # NumPy's result is C-contiguous (a copy of a Fortran array, say)
+        self.python = None  # the Python type of a weak result (s * 2 for a float argument s)
 
 
 class Trace:
@@ -537,17 +544,22 @@ def _output_spec(value, tracers) -> OutputSpec:
         return OutputSpec(scalar=not isinstance(value, np.ndarray), const=const)
     spec = OutputSpec(scalar=value._scalar and value.aval.ndim == 0, readonly=_read_only(value),
                       perm=_dense_order(value), c_order=layout.is_c_contiguous(value.shape, value._strides))
-    # a view (chain) of an argument: rebuilt from the caller's array
+    if value.aval.weak and value.aval.ndim == 0:  # arithmetic on Python scalars gives a Python scalar
+        spec.python = python_scalar_type(value.dtype)
+    # an argument, or a view (chain) of one: rebuilt from the caller's array
     ops, t = [], value
-    while t._view is not None and not t._view.uncertain:
+    position = {id(arg): k for k, arg in enumerate(tracers)}
+    while True:
+        k = position.get(id(t))
+        if k is not None and (t._view is None or t._view.op == "strided_view" or ops == []):
+            spec.view = (k, tuple(reversed(ops)))
+            break
         view = t._view
+        if view is None or view.uncertain:
+            break
         _ = t._node  # current with its base
         ops.append((view.op, view.params))
         t = view.base
-    for k, arg in enumerate(tracers):
-        if t is arg and arg._view is None:
-            spec.view = (k, tuple(reversed(ops)))
-            break
     return spec
 
 

@@ -122,7 +122,7 @@ def call(ufunc, inputs, kwargs):
             f"numpy.{name}: where= without out= leaves the masked-out elements unset{_where()}; "
             f"pass out=, or use np.where(mask, numpy.{name}(...), other)")
     if out is None:
-        return result if not isinstance(result, tuple) else results
+        return results[0] if not isinstance(result, tuple) else results
     if len(out) != len(results):
         raise DTypeError(f"numpy.{name}: {len(out)} out= arrays for {len(results)} results{_where()}")
     for target, value in zip(out, results):

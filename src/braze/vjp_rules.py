@@ -280,6 +280,18 @@ def _view(ct, x, *, out, readonly=False):
     return (ct,)
 
 
+@rule("diagonal")
+def _diagonal(ct, x, *, out, offset, axis1, axis2):
+    # grad[..., i, j] = ct[..., i'] on the diagonal j - i = offset, 0 elsewhere
+    shape = bnp.shape(x)
+    n1, n2 = shape[axis1], shape[axis2]
+    i, j = np.indices((n1, n2))
+    index = np.clip(np.where(offset >= 0, i, j), 0, max(bnp.shape(ct)[-1] - 1, 0))
+    on = (j - i == offset) & (bnp.shape(ct)[-1] > 0)
+    grad = bnp.where(on, bnp.take(ct, index, axis=-1) if bnp.shape(ct)[-1] else 0, 0)  # (rest..., n1, n2)
+    return (bnp.moveaxis(grad, (-2, -1), (axis1, axis2)),)
+
+
 @rule("transpose")
 def _transpose(ct, x, *, out, perm):
     return (bnp.transpose(ct, tuple(int(i) for i in np.argsort(perm))),)

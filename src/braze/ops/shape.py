@@ -86,7 +86,19 @@ def _view_impl(x, *, readonly=False):
     return view
 
 
+def _diagonal_abstract(x: Aval, *, offset, axis1, axis2):
+    n1, n2 = x.shape[axis1], x.shape[axis2]
+    length = max(0, min(n1, n2 - offset) if offset >= 0 else min(n1 + offset, n2))
+    rest = tuple(d for i, d in enumerate(x.shape) if i not in (axis1, axis2))
+    return Aval(rest + (length,), x.dtype)
+
+
+def _diagonal_impl(x, *, offset, axis1, axis2):
+    return np.diagonal(x, offset, axis1, axis2)  # a read-only view, as NumPy's
+
+
 declare("reshape", "shape", abstract=_reshape_abstract, impl=_reshape_impl)
+declare("diagonal", "shape", abstract=_diagonal_abstract, impl=_diagonal_impl)
 declare("view", "shape", abstract=_view_abstract, impl=_view_impl)
 declare("transpose", "shape", abstract=_transpose_abstract, impl=_transpose_impl)
 declare("broadcast_to", "shape", abstract=_broadcast_to_abstract, impl=_broadcast_to_impl)

@@ -60,3 +60,38 @@ def test_compile_softmax_cold_and_warm(benchmark):
                                  "import braze s": round(imports, 3)})
     benchmark.pedantic(lambda: None, rounds=1)
     print(f"\nsoftmax first call: cold {cold:.3f} s, warm {warm:.3f} s (import {imports:.3f} s)")
+
+
+# ---------------------------------------------------------------- the aliasing guard
+# Every call of a compiled function checks that its array arguments do not share
+# memory (one memory owner per argument: braze.calling.distinct_owners); a call
+# whose arguments do share memory takes the slower, exact path. Measured alone
+# and as part of a whole call with 1 and 8 arguments.
+
+def _args(n):
+    return [np.random.default_rng(k).random(8) for k in range(n)]
+
+
+@pytest.mark.parametrize("nargs", [1, 8])
+def test_alias_guard_alone(benchmark, nargs):
+    from braze.calling import distinct_owners
+
+    benchmark.group = "aliasing guard (distinct_owners)"
+    args = _args(nargs)
+    benchmark(distinct_owners, args)
+
+
+def _sum_of(*xs):
+    total = xs[0]
+    for x in xs[1:]:
+        total = total + x
+    return total
+
+
+@pytest.mark.parametrize("nargs", [1, 8])
+def test_call_overhead_with_alias_guard(benchmark, nargs):
+    benchmark.group = "dispatch: sum of n arguments, 8 float64 each"
+    f = braze.compile(_sum_of, target="cpu")
+    args = _args(nargs)
+    f(*args)
+    benchmark(f, *args)

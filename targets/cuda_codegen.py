@@ -44,7 +44,7 @@ from braze.fusion import REDUCE_OPS, Loop
 from braze.graph import Node
 
 from .cpu_codegen import KernelSource, _Gen, _Writer, _acc_dtype
-from .scalar import cast, literal, np_type
+from .scalar import TEMPLATES, cast, literal, np_type
 
 MAXT = 256        # threads per block of row and split kernels (a power of two)
 ROWCAP = 1024     # elements of a row kept in shared memory per cached leaf
@@ -75,7 +75,26 @@ def generate(loop: Loop, flat: tuple[bool, ...], skeleton: str | None = None) ->
     return _CudaGen(loop, flat, skeleton).build()
 
 
+def _mul_rn(a, b, t):
+    """A float product NVVM and ptxas never fuse into an FMA (the numerics
+    contract: NumPy rounds the product before any add)."""
+    if t.kind == "f":
+        return f"libdevice.{'fmul_rn' if t.itemsize <= 4 else 'dmul_rn'}({a}, {b})"
+    return f"({a} & {b})" if t.kind == "b" else f"({a} * {b})"
+
+
+CUDA_TEMPLATES = dict(TEMPLATES)
+CUDA_TEMPLATES.update({
+    "multiply": _mul_rn,
+    "square": lambda a, t: _mul_rn(a, a, t),
+    "deg2rad": lambda a, t: _mul_rn(a, literal(np.pi / 180, t), t),
+    "rad2deg": lambda a, t: _mul_rn(a, literal(180 / np.pi, t), t),
+})
+
+
 class _CudaGen(_Gen):
+    templates = CUDA_TEMPLATES
+
     def __init__(self, loop: Loop, flat: tuple[bool, ...], skeleton: str | None = None):
         super().__init__(loop, "kernel")
         self.has_trig = False  # libdevice sin/cos are exact over the whole range

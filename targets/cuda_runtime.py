@@ -47,6 +47,8 @@ if config.ENABLE_CUDASIM:
                            cbrt=np.cbrt).items():
         setattr(libdevice, _name, _np(lambda x, f=_fn: f(np.float64(x))).__func__)
         setattr(libdevice, _name + "f", _np(lambda x, f=_fn: f(np.float32(x))).__func__)
+    libdevice.fmul_rn = _np(lambda a, b: np.float32(a) * np.float32(b)).__func__
+    libdevice.dmul_rn = _np(lambda a, b: np.float64(a) * np.float64(b)).__func__
 else:
     from numba.cuda import libdevice  # noqa: F401  (re-exported to generated kernels)
 

@@ -171,8 +171,10 @@ TEMPLATES = {
 }
 
 
-def emit(op: str, params: dict, args: list[str], in_avals, out_dtype) -> str:
-    """Expression for elementwise ``op`` on operand expressions ``args``."""
+def emit(op: str, params: dict, args: list[str], in_avals, out_dtype, templates=None) -> str:
+    """Expression for elementwise ``op`` on operand expressions ``args``
+    (``templates``: a target's own table, default the cpu's)."""
+    templates = TEMPLATES if templates is None else templates
     out_dtype = np.dtype(out_dtype)
     if op == "convert":
         (a,) = args
@@ -194,13 +196,13 @@ def emit(op: str, params: dict, args: list[str], in_avals, out_dtype) -> str:
         return cast(f"rt.minimum(rt.maximum({x}, {lo}), {hi})", out_dtype)
     if op == "erf":
         t = _compute(out_dtype)
-        return cast(TEMPLATES["erf"](cast(args[0], t), t), out_dtype)
+        return cast(templates["erf"](cast(args[0], t), t), out_dtype)
     keys = tuple((np.dtype(a.dtype).name, a.weak) for a in in_avals)
     dtypes = loop_dtypes(op, keys)
     ins = dtypes[: len(args)]
     t = _compute(ins[0])
     operands = [cast(a, _compute(d)) for a, d in zip(args, ins)]
-    return cast(TEMPLATES[op](*operands, t), out_dtype)
+    return cast(templates[op](*operands, t), out_dtype)
 
 
 def _compute(dtype) -> np.dtype:

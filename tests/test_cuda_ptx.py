@@ -136,3 +136,21 @@ def test_gather_and_scatter_add_kernels_compile_to_ptx(add):
     sig = tuple(head + [idx, i64, i64, idx, i64, i64, bad, i64] + [i64] * 2 + [i64] * 3)
     ptx = cuda.compile_ptx(cpu_cache.load(src).py_func, sig, cc=(8, 0))[0]
     assert ".entry" in ptx and (("atom.global.add.f64" in ptx) if add else True)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_products_are_never_fused_into_fma(dtype):
+    """The numerics contract on the GPU: NVVM contracts a*b+c into an FMA by
+    default; the cuda target's products are mul.rn, which it never fuses.
+    (sqrt is IEEE, division IEEE: numba.cuda's defaults without fastmath.)"""
+    from braze.targets.cuda import compile_ptx, natural_layout
+
+    args = [np.full(16, k, dtype) for k in (1.0, 2.0, 3.0)]  # (three arrays: one passed thrice would alias)
+    fn = lambda a, b, c: (a * b + c, a * a - c, np.square(b) + 1.0, np.deg2rad(a) + b)  # noqa: E731
+    width = "f32" if dtype is np.float32 else "f64"
+    loops = _loops(fn, args)
+    assert loops
+    for loop in loops:
+        ptx = compile_ptx(loop, natural_layout(loop))
+        assert f"mul.rn.{width}" in ptx
+        assert "fma." not in ptx and "mad." not in ptx, [line for line in ptx.splitlines() if "fma." in line][:5]

@@ -212,6 +212,10 @@ def clip(a, a_min=_NoValue, a_max=_NoValue, out=None, *, min=_NoValue, max=_NoVa
         dtype = _as_dtype("clip", kwargs["dtype"])
         _check_cast("clip", _dtype(a), dtype, kwargs.get("casting", "same_kind"))
         a = astype(a, dtype)
+    if _dtype(a).kind in "iu":  # NumPy clamps Python-int bounds to the array's range
+        info = np.iinfo(_dtype(a))
+        lo = builtins.max(lo, int(info.min)) if type(lo) is int else lo
+        hi = builtins.min(hi, int(info.max)) if type(hi) is int else hi
     if lo is None and hi is None:
         result = asarray_copy(a)
     elif lo is None:
@@ -221,6 +225,11 @@ def clip(a, a_min=_NoValue, a_max=_NoValue, out=None, *, min=_NoValue, max=_NoVa
     else:
         result = bind("clip", a, lo, hi)
     return _into_out("clip", result, out)
+
+
+def fix(x, out=None):
+    """``np.fix``: round towards zero, as NumPy computes it (ceil, then floor where x >= 0)."""
+    return _into_out("fix", where(greater_equal(x, 0), floor(x), ceil(x)), out)  # noqa: F821
 
 
 def astype(x, dtype, /, *, copy=True, device=None):

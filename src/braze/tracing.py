@@ -424,6 +424,10 @@ class GraphContext:
         return node
 
     def process(self, op: str, args: tuple, params: dict):
+        if op in _PYTHON_INT_CHECKED and any(type(a) is int for a in args):
+            settled = _python_ints(op, args)
+            if settled is not None:
+                return settled
         inputs = tuple(self.lift(a) for a in args)
         if op in TRACE_RULES:
             params, aval = TRACE_RULES[op](self, inputs, params)
@@ -455,6 +459,48 @@ class GraphContext:
             readonly = READ_ONLY.get(op) or (params.get("readonly") and "a read-only array (as NumPy's)")
             out._view = View(args[0], op, params, readonly, uncertain)
             out._base_version = args[0]._version
+
+
+# NEP 50: a Python int meets an integer array as the array's dtype, and one out
+# of that dtype's range is an OverflowError in NumPy (x_int8 + 1000), except in
+# comparisons, which NumPy answers exactly (x_int8 < 1000 is all True). Codegen
+# would wrap the constant instead: a silent wrong answer. np.where wraps, as NumPy.
+_PYTHON_INT_CHECKED = frozenset(
+    "add subtract multiply divide floor_divide remainder fmod power maximum minimum fmax fmin bitwise_and "
+    "bitwise_or bitwise_xor left_shift right_shift equal not_equal less less_equal greater greater_equal "
+    "logical_and logical_or logical_xor arctan2 hypot copysign logaddexp logaddexp2 scalar_power".split())
+_COMPARISONS = frozenset("equal not_equal less less_equal greater greater_equal".split())
+
+
+def _python_ints(op: str, args):
+    """None, or the result of a comparison that an out-of-range Python int settles;
+    raises NumPy's OverflowError for other ops."""
+    dtypes = [np.dtype(a.dtype) for a in args if hasattr(a, "dtype") and not getattr(a, "weak", False)]
+    ints = [d for d in dtypes if d.kind in "iu"]
+    if not ints or any(d.kind not in "iub" for d in dtypes):
+        return None
+    info = np.iinfo(np.result_type(*ints))
+    wild = [a for a in args if type(a) is int and not info.min <= a <= info.max]
+    if not wild:
+        return None
+    if op not in _COMPARISONS:
+        raise PythonIntOverflowError(
+            f"{op}: Python integer {wild[0]} out of bounds for {np.result_type(*ints)}{where()}, as NumPy says "
+            "(NEP 50: a Python int takes the array's dtype); cast the array first (x.astype(np.int64))")
+    # every value of the array lies in [min, max]: NumPy's exact comparison is one constant
+    from . import numpy as bnp
+
+    ends = np.array([info.min, info.max], np.result_type(*ints))
+    samples = [ends if hasattr(a, "dtype") else a for a in args]
+    answer = np.asarray(NUMPY_IMPL[op](*samples))
+    if answer.min() != answer.max():
+        return None
+    shape = np.broadcast_shapes(*(tuple(a.shape) for a in args if hasattr(a, "shape")))
+    return bnp.full(shape, bool(answer[0]), bool)
+
+
+class PythonIntOverflowError(BrazeError, OverflowError):
+    """A Python int out of the range of the integer array it meets (NumPy's OverflowError)."""
 
 
 def _flatten_list(value):

@@ -637,7 +637,15 @@ def _elements(dt, special: bool):
     else:
         width = 32 if dt == np.float32 else 64
         base = st.floats(-5, 5, width=width, allow_subnormal=False)
-        specials = st.sampled_from([float(dt.type(x)) for x in _float_specials(dt)])
+        specials = st.one_of(
+            st.sampled_from([float(dt.type(x)) for x in _float_specials(dt)]),
+            # data as real programs make it: magnitudes from 1e-30 to 1e30, logits
+            # in the millions (float32 included), exact ties for max/min and argmax
+            st.builds(lambda s, e: float(dt.type(s * 10.0 ** e)), st.sampled_from([-1.0, 1.0]),
+                      st.floats(-30, 30, allow_nan=False)),
+            st.floats(1e3, 1e8, width=width).map(lambda v: float(dt.type(v))),
+            st.sampled_from([1.0, 2.0, -1.0, 2.0]),
+        )
     return st.one_of(base, specials) if special else base
 
 
@@ -781,10 +789,15 @@ class _Builder:
 
     # ops ------------------------------------------------------------------------------
     def literal_for(self, dt):
+        """A Python scalar (weak, NEP 50), or now and then a NumPy scalar or a 0-d
+        array of the same value (strong): programs mix them, and promotion differs."""
         dt = np.dtype(dt)
-        if dt.kind == "f" or self.coin(0.3):
-            return repr(self.choice(FLOAT_LITERALS))
-        return repr(self.choice(INT_LITERALS))
+        value = self.choice(FLOAT_LITERALS) if dt.kind == "f" or self.coin(0.3) else self.choice(INT_LITERALS)
+        if self.coin(0.15):
+            kind = self.choice(["np.float32", "np.float64", "np.array"] if isinstance(value, float)
+                               else ["np.int64", "np.int32", "np.array"])
+            return f"{kind}({value!r})"
+        return repr(value)
 
     def compatible(self, shape):
         def ok(v):

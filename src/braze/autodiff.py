@@ -30,7 +30,7 @@ from . import indexing, intercept
 from .aval import Aval
 from . import numpy as bnp
 from . import pytree
-from .core import context_stack, pop_context, push_context
+from .core import bind, context_stack, pop_context, push_context
 from .errors import BrazeError, TraceError, where
 from .surface import ArrayMethods
 
@@ -65,30 +65,36 @@ class Watched(ArrayMethods):
     with ``braze.stop_gradient(w)``.
 
     In-place updates (``w += 1``, ``w[0] = v``) rebind ``w`` to the updated
-    value (the array it wraps is not modified); a basic-indexing result is a
-    view that writes through to the array it came from.
+    value (the array it wraps is not modified). Views are views as in NumPy
+    (``braze.tracing``): a basic-indexing result, a transpose, a reshape that
+    needs no copy, ... writes through to the array it came from, and reads the
+    new values after that array changed.
     """
 
-    __slots__ = ("_tape", "_value_", "_id_", "_origin", "_base", "_key", "_version", "_base_version")
+    __slots__ = ("_tape", "_value_", "_id_", "_origin", "_view", "_version", "_base_version")
 
-    def __init__(self, tape: "GradientTape", value, ident: int, base: "Watched | None" = None, key=None):
+    def __init__(self, tape: "GradientTape", value, ident: int):
         self._tape = tape
         self._value_ = value
         self._id_ = ident
         self._origin = ident
-        self._base = base
-        self._key = key
+        self._view = None  # a tracing.View: the watched array this one views, and how
         self._version = 0
-        self._base_version = base._version if base is not None else 0
+        self._base_version = 0
 
     def _sync(self) -> None:
         """Bring a view up to date with the array it views (re-reading it if it changed)."""
-        base = self._base
-        if base is None:
+        view = self._view
+        if view is None:
             return
+        base = view.base
         base._sync()
         if base._version != self._base_version:
-            fresh = indexing.getitem(base, self._key)
+            if view.uncertain:
+                from .tracing import _uncertain_error
+
+                raise _uncertain_error("reading, after its base was written,")
+            fresh = bind(view.op, base, **view.params)  # recorded: the gradient follows the view
             self._value_, self._id_ = _parts(fresh, self._tape)
             self._base_version = base._version
             self._version += 1
@@ -130,18 +136,32 @@ class Watched(ArrayMethods):
         return bool(is_scalar()) if is_scalar is not None else False
 
     def __getitem__(self, key):
+        from .tracing import Tracer, _is_element
+
         result = indexing.getitem(self, key)
-        if indexing.is_basic(key) and isinstance(result, Watched) and result._tape is self._tape:
-            view = Watched(self._tape, result._value_, result._id_, base=self, key=key)
-            view._origin = result._id_
-            return view
+        if _is_element(key, len(self.shape)) and isinstance(result, Watched) and result._tape is self._tape:
+            # NumPy gives a scalar: a copy (the same gradient id), not a view
+            value = result._value
+            if isinstance(value, np.ndarray):
+                value = value[()]
+            elif isinstance(value, Tracer):
+                value = Tracer(value._ctx, value._node, scalar=True)
+            return Watched(self._tape, value, result._id)
         return result
 
     def _update(self, value) -> None:
-        if self._base is not None:
-            self._base[self._key] = value
-            self._base._sync()
-            self._base_version = self._base._version
+        view = self._view
+        if view is not None:
+            from .tracing import VIEW_WRITE, ReadOnlyError, _uncertain_error
+
+            if view.readonly:
+                raise ReadOnlyError(f"assignment destination is read-only: {view.readonly}{where()}")
+            if view.uncertain:
+                raise _uncertain_error("writing through")
+            base = view.base
+            base._update(VIEW_WRITE[view.op](base, value, **view.params))
+            base._sync()
+            self._base_version = base._version
         self._value_, self._id_ = _parts(value, self._tape)
         self._version += 1
 
@@ -353,7 +373,10 @@ class GradientTape:
 
         if op not in VJP:
             return out  # no gradient flows through this op (comparisons, argmax, ...)
-        return self._remember(op, params, in_ids, in_values, out, None)
+        result = self._remember(op, params, in_ids, in_values, out, None)
+        if mine[0] and isinstance(result, Watched):
+            _make_view(result, args[0], op, params)
+        return result
 
     def _remember(self, op, params, in_ids, in_values, out, rule):
         multi = isinstance(out, tuple)
@@ -457,6 +480,28 @@ class GradientTape:
                 ct = _fit(ct, _shape(value), _dtype(value), rec.op)
                 cts[ident] = _add(cts.get(ident), ct)
         return [cts.get(i) for i in source_ids]
+
+
+def _make_view(result: Watched, base: Watched, op: str, params: dict) -> None:
+    """``result`` of view op ``op`` on ``base`` is a view of it, as in NumPy
+    (a reshape only where NumPy's needs no copy; never a view of a scalar)."""
+    from . import layout
+    from .tracing import READ_ONLY, VIEW_WRITE, Tracer, View
+
+    if op not in VIEW_WRITE or base._is_scalar():
+        return
+    uncertain = False
+    if op == "reshape":
+        value = base._value
+        strides = value._strides if isinstance(value, Tracer) else (
+            layout.of_array(value) if isinstance(value, np.ndarray) else ())
+        if strides is None:
+            uncertain = True
+        elif layout.reshaped(tuple(base.shape), strides, tuple(result.shape)) is None:
+            return  # NumPy copies
+    readonly = READ_ONLY.get(op) or (params.get("readonly") and "a read-only array (as NumPy's)")
+    result._view = View(base, op, params, readonly, uncertain)
+    result._base_version = base._version
 
 
 @contextmanager

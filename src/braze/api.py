@@ -303,7 +303,7 @@ class Compiled:
                                  "return a new array instead of updating it")
         results = entry.executable.run(dynamic) if outs is None else entry.executable.run(dynamic, outs)
         if CHECK_RESULTS:
-            _check_results(self, entry, results)
+            check_results(self.__name__, self.target.name, entry.graph, results)
         for leaf, value in zip(entry.mutated, results[entry.n_out:]):
             target = dynamic[leaf]
             if isinstance(target, np.ndarray) and value is not target:
@@ -572,14 +572,15 @@ _COMPILED: "weakref.WeakSet[Compiled]" = weakref.WeakSet()
 CHECK_RESULTS = os.environ.get("BRAZE_CHECK_RESULTS") == "1"
 
 
-def _check_results(compiled, entry: _Entry, results) -> None:
-    for k, (value, node) in enumerate(zip(results, entry.graph.outputs)):
+def check_results(name: str, target: str, graph: Graph, results) -> None:
+    """Each raw result has the shape and dtype of the graph's output aval (CHECK_RESULTS)."""
+    for k, (value, node) in enumerate(zip(results, graph.outputs)):
         want = node.aval
         dtype = np.dtype(getattr(value, "dtype", None) or np.asarray(value).dtype)
         shape = tuple(getattr(value, "shape", np.shape(value)))
         if dtype != want.dtype or shape != tuple(want.shape):
             raise AssertionError(
-                f"braze internal error: {compiled.__name__} on target {compiled.target.name} returned "
+                f"braze internal error: {name} on target {target} returned "
                 f"{dtype}{list(shape)} for output {k}, whose graph aval is {want}")
 
 

@@ -300,12 +300,14 @@ def _pair(compiled, args, kwargs) -> tuple:
 
 
 def run_vjp(compiled, args, kwargs):
-    from .api import _finish
+    from .api import CHECK_RESULTS, _finish, check_results
     from .autodiff import GradientError
 
     call, pair = _pair(compiled, args, kwargs)
     split = pair.split
     results = pair.forward.run(call.dynamic)
+    if CHECK_RESULTS:
+        check_results(f"{compiled.__name__} (forward)", compiled.target.name, split.forward, results)
     outs = [_finish(o) for o in results[: split.n_out]]
     saved = []
     for kind, k in split.residual_sources:
@@ -335,6 +337,8 @@ def run_vjp(compiled, args, kwargs):
                     )
             cts.append(np.asarray(arr, dtype=aval.dtype))
         grads = pair.backward.run(saved + cts)
+        if CHECK_RESULTS:
+            check_results(f"{compiled.__name__} (backward)", compiled.target.name, split.backward, grads)
         per_leaf = [None] * len(call.dynamic)
         for leaf, g in zip(pair.grad_leaves, grads):
             per_leaf[leaf] = _finish(g)

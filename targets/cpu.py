@@ -38,9 +38,9 @@ from .base import Executable, SlotLayout, Target  # noqa: E402
 from .cpu_codegen import PARALLEL_MIN, generate  # noqa: E402
 
 
-def _leaf_getter(leaf, slot_of, perm, rank):
+def _leaf_getter(leaf, slot_of, perm, rank, loop):
     """A function reading a kernel argument for ``leaf`` from the slots."""
-    base = leaf.inputs[0] if leaf.op == "broadcast_to" else leaf
+    base = loop.source(leaf)
     slot = slot_of[id(base)]
     ndim = base.aval.ndim
     if perm is not None:
@@ -88,7 +88,7 @@ def _loop_runner(loop: Loop, slot_of: dict, kernel, ks, buffers: dict, tier_up: 
     """The kernel call for one loop. With ``tier_up``, the first call runs the
     serial kernel (fast to compile) and starts compiling the parallel one in the
     background; later calls use it once it is ready."""
-    getters = [_leaf_getter(leaf, slot_of, loop.perm, len(loop.domain)) for leaf in ks.leaves]
+    getters = [_leaf_getter(leaf, slot_of, loop.perm, len(loop.domain), loop) for leaf in ks.leaves]
     out_specs = [(slot_of[id(o)], tuple(o.aval.shape), np.dtype(o.aval.dtype), buffers.get(slot_of[id(o)]))
                  for o in ks.outputs]
     sizes = tuple(int(d) for d in loop.domain)

@@ -187,7 +187,7 @@ class _Gen:
 
     # ---- leaves
     def _leaf_shape(self, leaf: Node) -> tuple[int, ...]:
-        base = leaf.inputs[0] if leaf.op == "broadcast_to" else leaf
+        base = self.loop.source(leaf)
         shape = tuple(base.aval.shape)
         if self.loop.perm:  # aligned to rank R, then transposed, by the launcher
             shape = (1,) * (self.R - len(shape)) + shape

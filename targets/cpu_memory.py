@@ -48,7 +48,7 @@ def plan(program, slot_of: dict, donated: frozenset, mutable: frozenset) -> Plan
     for step in steps:
         if isinstance(step, Loop):
             outs = [slot_of[id(o)] for o in step.outputs]
-            ins = [slot_of[id(leaf.inputs[0] if leaf.op == "broadcast_to" else leaf)] for leaf in step.leaves]
+            ins = [slot_of[id(step.source(leaf))] for leaf in step.leaves]
         else:
             outs = [slot_of[id(step.node)]]
             ins = [slot_of[id(i)] for i in step.node.inputs]
@@ -120,7 +120,7 @@ def _donate(step: Loop, k, outs, ins, slot_of, donated, last_use, root_of, ninpu
         # and a kernel with sin/cos may rerun exactly: both need their inputs intact
     for leaf, s in zip(step.leaves, ins):
         i = root_of(s)
-        if i >= ninputs or i not in donated or last_use.get(i) != k or leaf.op == "broadcast_to":
+        if i >= ninputs or i not in donated or last_use.get(i) != k or id(leaf) in step.dropped:
             continue
         if step.perm is not None or tuple(leaf.aval.shape) != tuple(step.domain) or leaf.op != "input":
             continue

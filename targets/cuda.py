@@ -118,7 +118,7 @@ class _LoopRunner:
     def __init__(self, dev: _Device, loop: Loop, slot_of: dict, buffers: dict):
         self.dev, self.loop = dev, loop
         self.specs = [buffers.get(slot_of[id(o)]) for o in loop.outputs]
-        self.bases = [slot_of[id(leaf.inputs[0] if leaf.op == "broadcast_to" else leaf)] for leaf in loop.leaves]
+        self.bases = [slot_of[id(loop.source(leaf))] for leaf in loop.leaves]
         self.out_slots = [slot_of[id(o)] for o in loop.outputs]
         self.variants: dict = {}
         self.domain = tuple(int(d) for d in loop.domain)
@@ -457,5 +457,5 @@ def compile_ptx(loop: Loop, flat: tuple[bool, ...] | None = None, cc=(8, 0), ske
 def natural_layout(loop: Loop) -> tuple[bool, ...]:
     """The kernel variant for C-contiguous inputs: leaves shaped like the domain are flat."""
     domain = tuple(int(d) for d in loop.domain)
-    return tuple(loop.perm is None and tuple(leaf.aval.shape) == domain and leaf.op != "broadcast_to"
+    return tuple(loop.perm is None and tuple(leaf.aval.shape) == domain and id(leaf) not in loop.dropped
                  for leaf in loop.leaves)

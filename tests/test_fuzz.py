@@ -1705,3 +1705,21 @@ def test_float_products_keep_numpys_order():
         for target in TARGETS:
             got = braze.compile(lambda x: np.prod(x, axis=-1), target=target)(x)
             assert np.array_equal(got, want, equal_nan=True), (target, got, want)
+
+
+def test_a_broadcast_computed_by_one_kernel_and_read_by_another():
+    """Found by the long profile (this session, seed 1): the gradient of a layer
+    norm over a 1-d input made one kernel compute a broadcast_to as an output
+    and another read it; the reader took the broadcast's input instead (never
+    materialized: None) and numba failed to type the kernel."""
+    def prog(x0, x1, x2):
+        t0 = braze.nn.layer_norm(x0, x1, x2, eps=0.1)
+        t2 = t0.sum(axis=0, keepdims=False) * 2.0
+        return (t2 * t2).sum()
+
+    x = np.linspace(-1.0, 1.0, 2)
+    want = braze.grad(prog, argnums=(0, 1, 2))(x, x + 1.0, x * 2.0)
+    for target in TARGETS:
+        got = braze.compile(braze.grad(prog, argnums=(0, 1, 2)), target=target)(x, x + 1.0, x * 2.0)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-12)

@@ -53,10 +53,16 @@ class Loop:
     space: dict[int, str]           # id(member) -> "full" | "keep" | "drop"
     leaves: list[Node]              # values read from outside (buffers and views)
     outputs: list[Node]             # members the rest of the program reads
+    dropped: frozenset = frozenset()  # ids of broadcast_to leaves read from their input (size-1 dims at 0)
 
     @property
     def outer(self) -> tuple[int, ...]:
         return self.domain[: len(self.domain) - self.ninner]
+
+    def source(self, leaf: Node) -> Node:
+        """The node whose value the kernel reads for ``leaf``: a broadcast no other
+        kernel computed is read from its input, indexing size-1 dimensions at 0."""
+        return leaf.inputs[0] if id(leaf) in self.dropped else leaf
 
 
 @dataclass
@@ -320,6 +326,11 @@ def fuse(graph: Graph) -> Program:
         else:
             step = _make_loop(name("k"), group, members, spaces, consumers, graph_outputs)
         program.steps.append(step)
+    computed = {id(o) for step in program.steps if isinstance(step, Loop) for o in step.outputs}
+    for step in program.steps:
+        if isinstance(step, Loop):
+            step.dropped = frozenset(id(leaf) for leaf in step.leaves
+                                     if leaf.op == "broadcast_to" and id(leaf) not in computed)
     return program
 
 

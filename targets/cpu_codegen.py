@@ -303,13 +303,29 @@ class _Gen:
         return env[key]
 
     def _value(self, node: Node, env: dict) -> str:
-        """Emit ``node`` (a non-reduction member) into env's lines; return its variable."""
+        """Emit ``node`` (a non-reduction member) and the members it needs that are
+        not emitted yet into env's lines; return its variable. Post-order with an
+        explicit stack: a kernel may hold a chain of thousands of members."""
         if id(node) in env:
             return env[id(node)]
+        stack, order, seen = [(node, False)], [], set()
+        while stack:
+            n, expanded = stack.pop()
+            if expanded:
+                order.append(n)
+                continue
+            if id(n) in seen or id(n) in env:
+                continue
+            seen.add(id(n))
+            stack.append((n, True))
+            stack.extend((i, False) for i in reversed(n.inputs) if id(i) in self.members and id(i) not in env)
+        for n in order:
+            self._emit_one(n, env)
+        return env[id(node)]
+
+    def _emit_one(self, node: Node, env: dict) -> str:
+        """Emit one member whose member inputs are all emitted."""
         space = self.space[id(node)]
-        for i in node.inputs:
-            if id(i) in self.members and id(i) not in env:
-                self._value(i, env)
         if node.op in LAYOUT_OPS:  # trivial: same element
             env[id(node)] = self._operand(node.inputs[0], space, env)
             return env[id(node)]

@@ -41,6 +41,7 @@ def packed(fn):
 def test_hot_loops_vectorize(tmp_path, monkeypatch, name, fn, shape):
     monkeypatch.setenv("BRAZE_CACHE_DIR", str(tmp_path))  # numba only shows asm of fresh code
     monkeypatch.setattr(cpu_cache, "_loaded", {})  # (and kernels loaded by earlier tests are not fresh)
+    monkeypatch.setattr(cpu_cache, "_modules", {})
     args = [np.random.default_rng(0).standard_normal(s).astype(np.float32) for s in shape]
     braze.compile(fn, target="cpu")(*args)
     (kernel,) = [k for (_, n), k in list(cpu_cache._loaded.items())

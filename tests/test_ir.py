@@ -246,3 +246,68 @@ def test_printed_graph_is_one_op_per_line():
     assert re.match(r"^  return %\S+$", lines[-2])
     body = lines[1:-2]
     assert body and all(re.match(r"^  %\d+: \w+\[[\d,]*\] = \w+", ln) for ln in body), text
+
+
+# ---------------------------------------------------------------- hash-consing and scale
+
+
+def test_nodes_are_interned_so_equality_is_identity():
+    from braze.aval import Aval
+    from braze.graph import Node
+
+    a = Node.make("input", (), Aval((3,), np.dtype(np.float32)), index=0)
+    b = Node.make("input", (), Aval((3,), np.dtype(np.float32)), index=1)
+    add1 = Node.make("add", (a, b), Aval((3,), np.dtype(np.float32)))
+    add2 = Node.make("add", (a, b), Aval((3,), np.dtype(np.float32)))
+    other = Node.make("add", (b, a), Aval((3,), np.dtype(np.float32)))
+    assert add1 is add2 and add1 == add2 and hash(add1) == hash(add2)
+    assert add1 is not other and add1 != other
+    assert add1.replace((a, b)) is add1          # a rewrite that changes nothing returns the node
+    assert add1.replace((b, a)) is other
+
+
+def test_a_rewrite_that_changes_nothing_returns_the_same_graph_nodes():
+    from braze.passes import rewrite
+
+    g = braze.trace(lambda x: np.exp(x) * 2.0 + np.tanh(x), np.ones(4, f32))
+    same = rewrite(g, lambda n: n)
+    assert all(a is b for a, b in zip(same.outputs, g.outputs))
+
+
+def test_a_100000_op_chain_traces_runs_and_differentiates_without_recursion():
+    def chain(x):
+        for _ in range(100_000):
+            x = x * 1.0000001
+        return x
+
+    x = np.ones(3)
+    g = braze.trace(chain, x)
+    assert len(g.nodes) == 100_002  # the input, the constant, the multiplies
+    np.testing.assert_allclose(braze.compile(chain, target="generic")(x), 1.0000001 ** 100_000)
+    np.testing.assert_allclose(braze.grad(lambda x: chain(x).sum())(x), 1.0000001 ** 100_000)
+
+
+def test_thousands_of_nested_views():
+    def views(x):
+        for i in range(3000):
+            x = x[1:] if i % 2 == 0 else x[:-1]
+        x[...] = 2.0
+        return x.sum()
+
+    a = np.ones(7000)
+    assert braze.compile(views, target="generic")(a.copy()) == views(a.copy()) == 8000.0
+
+
+def test_a_kernel_fusing_a_long_chain_is_generated_without_recursion():
+    def chain(x):
+        for k in range(3000):
+            x = x * 1.0001 if k % 2 else x + 0.5
+        return x
+
+    from braze.fusion import Loop, fuse
+    from braze.passes import inline_composites, run_passes
+    from braze.targets.cpu_codegen import generate
+
+    graph, _ = run_passes(inline_composites(braze.trace(chain, np.ones(8)), {}))
+    (loop,) = [s for s in fuse(graph).steps if isinstance(s, Loop)]
+    assert len(loop.members) == 3000 and "def kernel(" in generate(loop).source

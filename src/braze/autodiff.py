@@ -83,21 +83,26 @@ class Watched(ArrayMethods):
         self._base_version = 0
 
     def _sync(self) -> None:
-        """Bring a view up to date with the array it views (re-reading it if it changed)."""
-        view = self._view
-        if view is None:
+        """Bring a view up to date with the array it views (re-reading it if it
+        changed), down a chain of views without recursion."""
+        if self._view is None:
             return
-        base = view.base
-        base._sync()
-        if base._version != self._base_version:
-            if view.uncertain:
-                from .tracing import _uncertain_error
+        chain, t = [], self
+        while t._view is not None:
+            chain.append(t)
+            t = t._view.base
+        for t in reversed(chain):
+            view = t._view
+            base = view.base
+            if base._version != t._base_version:
+                if view.uncertain:
+                    from .tracing import _uncertain_error
 
-                raise _uncertain_error("reading, after its base was written,")
-            fresh = bind(view.op, base, **view.params)  # recorded: the gradient follows the view
-            self._value_, self._id_ = _parts(fresh, self._tape)
-            self._base_version = base._version
-            self._version += 1
+                    raise _uncertain_error("reading, after its base was written,")
+                fresh = bind(view.op, base, **view.params)  # recorded: the gradient follows the view
+                t._value_, t._id_ = _parts(fresh, t._tape)
+                t._base_version = base._version
+                t._version += 1
 
     @property
     def _value(self):
@@ -150,20 +155,27 @@ class Watched(ArrayMethods):
         return result
 
     def _update(self, value) -> None:
-        view = self._view
-        if view is not None:
-            from .tracing import VIEW_WRITE, ReadOnlyError, _uncertain_error
+        """Rebind to ``value``; through a view, down the chain of views to the
+        array that owns the data (a loop, not recursion)."""
+        from .tracing import VIEW_WRITE, ReadOnlyError, _uncertain_error
 
-            if view.readonly:
+        self._sync()
+        written, t = [], self
+        while True:
+            view = t._view
+            if view is not None and view.readonly:
                 raise ReadOnlyError(f"assignment destination is read-only: {view.readonly}{where()}")
-            if view.uncertain:
+            if view is not None and view.uncertain:
                 raise _uncertain_error("writing through")
-            base = view.base
-            base._update(VIEW_WRITE[view.op](base, value, **view.params))
-            base._sync()
-            self._base_version = base._version
-        self._value_, self._id_ = _parts(value, self._tape)
-        self._version += 1
+            base_value = None if view is None else VIEW_WRITE[view.op](view.base, value, **view.params)
+            t._value_, t._id_ = _parts(value, t._tape)
+            t._version += 1
+            written.append(t)
+            if view is None:
+                break
+            t, value = view.base, base_value
+        for t in written[:-1]:
+            t._base_version = t._view.base._version
 
     def _concrete(self):
         value = _detach(self)

@@ -1,11 +1,16 @@
-"""The graph IR: one immutable node type, a graph of them, and its text form.
+"""The graph IR: one immutable, hash-consed node type, a graph of them, and its text form.
 
-A node is ``(op, inputs, params, aval)``. Nodes hash and compare structurally
-(the hash is computed once, at construction), so common-subexpression
-elimination is a dictionary lookup and a graph's hash is a cache key.
+A node is ``(op, inputs, params, aval)``, interned at construction: building a
+node equal to one that exists (same op, the *same* input objects, equal params
+and aval) returns the existing object. So equality is identity, hashing is
+O(1), a rewrite that changes nothing returns the very node it was given, and
+common subexpressions are shared as they are built (no pass merges them).
+Nothing compares graphs recursively; every walk uses an explicit stack.
 """
 from __future__ import annotations
 
+import threading
+import weakref
 from typing import Any, Iterable
 
 import numpy as np
@@ -39,17 +44,31 @@ class Node:
 
     ``params`` is a tuple of ``(name, value)`` pairs sorted by name; values
     are hashable. ``aval`` is an :class:`Aval`, or a tuple of them for ops with
-    several results (read with ``pick`` nodes).
+    several results (read with ``pick`` nodes). Nodes are interned: ``Node(...)``
+    returns the existing node equal to the one asked for, if any.
     """
 
-    __slots__ = ("op", "inputs", "params", "aval", "_hash")
+    __slots__ = ("op", "inputs", "params", "aval", "_hash", "__weakref__")
 
-    def __init__(self, op: str, inputs: tuple, params: tuple, aval):
-        self.op = op
-        self.inputs = tuple(inputs)
-        self.params = params
-        self.aval = aval
-        self._hash = hash((op, self.inputs, params, aval))
+    # (op, ids of the inputs, params, aval) -> the node. Inputs are kept alive by
+    # the nodes that use them, so an id in a live key always names a live node.
+    _table: "weakref.WeakValueDictionary[tuple, Node]" = weakref.WeakValueDictionary()
+    _lock = threading.Lock()
+
+    def __new__(cls, op: str, inputs: tuple, params: tuple, aval):
+        inputs = tuple(inputs)
+        key = (op, tuple(map(id, inputs)), params, aval)
+        node = cls._table.get(key)
+        if node is not None:
+            return node
+        with cls._lock:
+            node = cls._table.get(key)
+            if node is None:
+                node = object.__new__(cls)
+                node.op, node.inputs, node.params, node.aval = op, inputs, params, aval
+                node._hash = hash(key)
+                cls._table[key] = node
+        return node
 
     @classmethod
     def make(cls, op: str, inputs: Iterable["Node"], aval, **params) -> "Node":
@@ -60,25 +79,20 @@ class Node:
         return dict(self.params)
 
     def replace(self, inputs) -> "Node":
-        inputs = tuple(inputs)
-        if inputs == self.inputs and all(a is b for a, b in zip(inputs, self.inputs)):
-            return self
-        return Node(self.op, inputs, self.params, self.aval)
+        """This node with other inputs (itself when they are the same objects)."""
+        return Node(self.op, tuple(inputs), self.params, self.aval)
 
     def __hash__(self):
         return self._hash
 
     def __eq__(self, other):
-        if self is other:
-            return True
-        return (
-            isinstance(other, Node)
-            and self._hash == other._hash
-            and self.op == other.op
-            and self.params == other.params
-            and self.aval == other.aval
-            and self.inputs == other.inputs
-        )
+        return self is other
+
+    def __ne__(self, other):
+        return self is not other
+
+    def __reduce__(self):
+        return (Node, (self.op, self.inputs, self.params, self.aval))
 
     def __repr__(self):
         return f"Node({self.op}, {len(self.inputs)} inputs, {self.aval})"

@@ -18,7 +18,7 @@ from .errors import DTypeError, ShapeError, UnsupportedOpError, where
 from .ops.index import slice_length
 from .ops._util import broadcast_shape
 
-_CONCRETE = (np.ndarray, list, tuple)
+_CONCRETE = (np.ndarray, list, tuple, range)
 
 
 def _is_traced(value) -> bool:

@@ -25,12 +25,6 @@ def rewrite(graph: Graph, fn: Callable[[Node], Node]) -> Graph:
     return Graph(inputs, outputs, graph.captures, graph.input_names, graph.notes)
 
 
-def cse(graph: Graph) -> Graph:
-    """Common-subexpression elimination: structurally equal nodes become one."""
-    memo: dict[Node, Node] = {}
-    return rewrite(graph, lambda n: memo.setdefault(n, n))
-
-
 def fold_constants(graph: Graph) -> Graph:
     """Evaluate elementwise ops whose operands are all scalar literals."""
 
@@ -166,7 +160,6 @@ def dce(graph: Graph) -> Graph:
 PASSES: list[tuple[str, Callable[[Graph], Graph]]] = [
     ("fold_constants", fold_constants),
     ("drop_identities", drop_identities),
-    ("cse", cse),
     ("simplify_bodies", simplify_bodies),
     ("dce", dce),
 ]

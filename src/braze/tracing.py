@@ -127,17 +127,23 @@ class Tracer(ArrayMethods):
 
     @property
     def _node(self) -> Node:
-        view = self._view
-        if view is not None:
-            # a chain of views is short (one per view op); bring the bases up to date first
+        if self._view is None:
+            return self._node_
+        # the chain of views (a loop may make thousands: x = x[1:]) up to the array
+        # that owns the data, brought up to date from the top down, without recursion
+        chain, t = [], self
+        while t._view is not None:
+            chain.append(t)
+            t = t._view.base
+        for t in reversed(chain):
+            view = t._view
             base = view.base
-            _ = base._node
-            if base._version != self._base_version:
+            if base._version != t._base_version:
                 if view.uncertain:
                     raise _uncertain_error("reading, after its base was written,")
-                self._node_ = self._ctx.record(view.op, (base._node,), view.params)
-                self._base_version = base._version
-                self._version += 1
+                t._node_ = t._ctx.record(view.op, (base._node_,), view.params)
+                t._base_version = base._version
+                t._version += 1
         return self._node_
 
     @property
@@ -203,19 +209,28 @@ class Tracer(ArrayMethods):
         return result
 
     def _update(self, value) -> None:
+        """Point this tracer at ``value``; through a view, the write goes down the
+        chain of views to the array that owns the data (a loop, not recursion)."""
         node = self._ctx.lift(value)
-        view = self._view
-        if view is not None:
-            if view.readonly:
+        _ = self._node  # the whole chain current
+        written, t = [], self
+        while True:
+            view = t._view
+            if view is not None and view.readonly:
                 raise ReadOnlyError(f"assignment destination is read-only: {view.readonly}{where()}; "
                                     "write into a copy (.copy()) instead")
-            if view.uncertain:
+            if view is not None and view.uncertain:
                 raise _uncertain_error("writing through")
-            base = view.base
-            base._update(VIEW_WRITE[view.op](base, Tracer(self._ctx, node), **view.params))
-            self._base_version = base._version
-        self._node_ = node
-        self._version += 1
+            base_node = None if view is None else self._ctx.lift(
+                VIEW_WRITE[view.op](view.base, Tracer(self._ctx, node), **view.params))
+            t._node_ = node
+            t._version += 1
+            written.append(t)
+            if view is None:
+                break
+            t, node = view.base, base_node
+        for t in written[:-1]:  # each view is now current with its (rewritten) base
+            t._base_version = t._view.base._version
 
     def _concrete_error(self, what: str) -> ConcretizationError:
         loc = user_frame()
@@ -346,14 +361,14 @@ def _result_strides(op: str, args, inputs, params, aval: Aval):
 
 
 class GraphContext:
-    """Records each op as a node; common subexpressions are shared as recorded."""
+    """Records each op as a node (nodes are interned: common subexpressions are
+    one node as they are recorded, see ``braze.graph``)."""
 
     def __init__(self, target: str | None = None):
         self.target = target  # the compile target, when known (kernel pairs for gradients)
         self.notes: list[str] = []  # gradient decisions, for explain
         self.captures: list[np.ndarray] = []
         self._capture_nodes: dict[int, Node] = {}
-        self._interned: dict[Node, Node] = {}
         self._sites = 0
 
     def next_site(self) -> int:
@@ -361,26 +376,23 @@ class GraphContext:
         self._sites += 1
         return self._sites - 1
 
-    def intern(self, node: Node) -> Node:
-        return self._interned.setdefault(node, node)
-
     def new_input(self, index: int, aval: Aval, strides=None, scalar: bool = False) -> Tracer:
-        node = self.intern(Node.make("input", (), aval, index=index))
+        node = Node.make("input", (), aval, index=index)
         return Tracer(self, node, scalar=scalar, strides=strides if strides is not None else
                       layout.c_strides(aval.shape))
 
     def emit(self, op: str, inputs, aval, **params):
         """Record a node with known avals; a tracer for its result (a tuple of them
         for several results, read through ``pick`` nodes)."""
-        node = self.intern(Node.make(op, tuple(inputs), aval, **params))
+        node = Node.make(op, tuple(inputs), aval, **params)
         if isinstance(aval, tuple):
-            return tuple(Tracer(self, self.intern(Node.make("pick", (node,), a, index=i))) for i, a in enumerate(aval))
+            return tuple(Tracer(self, Node.make("pick", (node,), a, index=i)) for i, a in enumerate(aval))
         return Tracer(self, node)
 
     def record(self, op: str, inputs: tuple, params: dict) -> Node:
         """The node of ``op`` on these input nodes (no tracer, no view: re-reading a view)."""
         aval = ABSTRACT[op](*(n.aval for n in inputs), **params)
-        return self.intern(Node.make(op, inputs, aval, **params))
+        return Node.make(op, inputs, aval, **params)
 
     def lift(self, value: Any) -> Node:
         """The node for an operand: a tracer's node, a capture, or a literal."""
@@ -394,7 +406,7 @@ class GraphContext:
             return value._node
         if isinstance(value, (bool, int, float, np.generic)):
             aval = aval_of_value(value, "constant")
-            return self.intern(Node.make("const", (), aval, value=Literal(value)))
+            return Node.make("const", (), aval, value=Literal(value))
         if isinstance(value, (list, tuple)):
             if any(isinstance(v, ArrayMethods) for v in _flatten_list(value)):
                 from . import numpy as bnp
@@ -647,7 +659,7 @@ def trace_flat(fn: Callable, avals: list[Aval], names: list[str] | None = None, 
         pop_context(ctx)
     mutated = [i for i, (a, b) in enumerate(zip(originals, final)) if a is not b]
     graph = Graph(
-        [ctx.intern(n) for n in originals],
+        list(originals),
         out_nodes + [final[i] for i in mutated],
         ctx.captures,
         names,

@@ -415,7 +415,7 @@ class _Gen:
             body = _Writer()
             if self.R == 0:
                 self._scalar_body(body)
-            elif self.od == 0 and self.R == 1 and not self.npasses and not self.has_trig:
+            elif self.od == 0 and self.R == 1 and not self.npasses and not self.has_trig and not self.row_outputs:
                 self._flat_body(body)
             elif self.od == 0:
                 self._global_body(body)

@@ -1723,3 +1723,20 @@ def test_a_broadcast_computed_by_one_kernel_and_read_by_another():
         got = braze.compile(braze.grad(prog, argnums=(0, 1, 2)), target=target)(x, x + 1.0, x * 2.0)
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w, rtol=1e-12)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_row_value_output_of_a_flat_elementwise_kernel_is_written(target):
+    """Found by the long profile (this session, seed 7): a 1-d elementwise kernel
+    that also exported a row value (exp of a one-element input, broadcast in a
+    where) took the flat skeleton, which wrote only its full outputs: the row
+    output came back as uninitialized memory."""
+    def prog(x0, x1):
+        x0[1:] = x1
+        t0 = np.exp(x1)
+        return np.where(t0 > t0, t0, x0), t0
+
+    got = braze.compile(prog, target=target)(np.zeros(2), np.zeros(1, np.float32))
+    want = prog(np.zeros(2), np.zeros(1, np.float32))
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and np.array_equal(g, w), (g, w)

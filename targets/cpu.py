@@ -22,8 +22,7 @@ import os
 
 import numpy as np  # noqa: E402
 
-from braze.core import NUMPY_IMPL  # noqa: E402
-from braze.ops.index import _index_errors  # noqa: E402
+from braze.core import NUMPY_IMPL, PRIMITIVES  # noqa: E402
 from braze.fusion import Loop, Program, fuse  # noqa: E402
 from braze.graph import Graph  # noqa: E402
 from braze.passes import inline_composites, run_passes  # noqa: E402
@@ -176,7 +175,7 @@ def _op_runner(node, slot_of, inplace: bool):
     out = slot_of[id(node)]
     params = node.kw
     if inplace:  # write the update into the destination (see cpu_memory)
-        fn = _INPLACE[node.op]
+        fn = PRIMITIVES[node.op].inplace
 
     def run(call):
         slots = call.slots
@@ -188,20 +187,6 @@ def _op_runner(node, slot_of, inplace: bool):
     return run
 
 
-def _update_slice_inplace(x, v, *, slices):
-    x[tuple(slice(a, b, c) for a, b, c in slices)] = v
-    return x
-
-
-def _scatter_inplace(x, v, *idx, axes):
-    key = [slice(None)] * x.ndim
-    for axis, i in zip(axes, idx):
-        key[axis] = i
-    x[tuple(key)] = v
-    return x
-
-
-_INPLACE = {"update_slice": _update_slice_inplace, "scatter": _index_errors("scatter", _scatter_inplace)}
 
 
 class CPUTarget(Target):

@@ -34,7 +34,7 @@ from braze.fusion import LAYOUT_OPS, REDUCE_OPS, Loop
 from braze.graph import Node
 
 from . import cpu_runtime as rt
-from .scalar import TEMPLATES, cast, emit, literal, np_type
+from .scalar import CpuOps, cast, literal, np_type
 
 TRIG = ("sin", "cos")
 TRIG_MAX = 2.0 ** 48  # cpu_math.TRIG_MAX_ARG: the vector sin/cos reduce arguments below it
@@ -156,7 +156,7 @@ def generate(loop: Loop, name: str = "kernel") -> KernelSource:
 
 
 class _Gen:
-    templates = TEMPLATES  # the scalar code of each elementwise op on this target (scalar.TEMPLATES)
+    ops = CpuOps()  # the scalar code of each elementwise op on this target (the ops handler)
 
     def __init__(self, loop: Loop, name: str):
         self.loop = loop
@@ -339,7 +339,7 @@ class _Gen:
         args = [self._operand(i, space, env) for i in node.inputs]
         if node.op in TRIG and self.has_trig and not self.exact:
             return self._trig(node, args[0], env)
-        expr = emit(node.op, node.kw, args, [i.aval for i in node.inputs], node.aval.dtype, self.templates)
+        expr = self.ops.emit(node.op, node.kw, args, [i.aval for i in node.inputs], node.aval.dtype)
         var = self._fresh("v")
         env["__lines__"].append(f"{var} = {expr}")
         env[id(node)] = var
@@ -378,24 +378,20 @@ class _Gen:
         x = cast(self._operand(node.inputs[0], space, env), out)
         n = float(n)
         if n == 0.5:
-            return cast(f"np.sqrt({x})", out)
+            return cast(self.ops.sqrt(x, out), out)
         if n == -1.0:
             return cast(f"({literal(1, out)} / {x})", out)
         var = self._fresh("p")
         env["__lines__"].append(f"{var} = {x}")
         if n == 4.0:
             sq = self._fresh("p")
-            env["__lines__"].append(f"{sq} = {cast(self.mul(var, var, out), out)}")
-            return cast(self.mul(sq, sq, out), out)
+            env["__lines__"].append(f"{sq} = {cast(self.ops.mul(var, var, out), out)}")
+            return cast(self.ops.mul(sq, sq, out), out)
         if n == 3.0:
-            return cast(self.mul(cast(self.mul(var, var, out), out), var, out), out)
+            return cast(self.ops.mul(cast(self.ops.mul(var, var, out), out), var, out), out)
         if n == 2.0:
-            return cast(self.mul(var, var, out), out)
+            return cast(self.ops.mul(var, var, out), out)
         return cast(var, out)
-
-    def mul(self, a: str, b: str, dtype) -> str:
-        """A product, as this target emits one (see ``templates``)."""
-        return self.templates["multiply"](a, b, np.dtype(dtype))
 
     # ---- skeletons
     def build(self) -> KernelSource:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from braze.core import PRIMITIVES
 from braze.fusion import Loop, View
 
 
@@ -87,7 +88,7 @@ def plan(program, slot_of: dict, donated: frozenset, mutable: frozenset) -> Plan
                 result.buffer[s] = ("pool", idx)
                 owner[s] = idx
             _donate(step, k, produced[k], reads[k], slot_of, donated, last_use, root_of, ninputs, result)
-        elif step.node.op in ("update_slice", "scatter"):
+        elif PRIMITIVES[step.node.op].inplace is not None:
             target = root_of(reads[k][0])
             owned = target in owner or (target < ninputs and target in mutable)
             # not into a buffer a result already lives in (y[1:] = a; t = y.copy(); t[1:] = b,

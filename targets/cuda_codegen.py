@@ -1,10 +1,10 @@
 """Generate ``numba.cuda`` source for one fused ``Loop`` (see ``braze.fusion``).
 
 The expression code (which op, which casts, NumPy's loop dtypes) is the
-``cpu`` target's (``cpu_codegen._Gen`` and ``scalar.emit``); this module
-replaces the loop skeletons, the loads and the reductions, and rewrites the
-few calls numba.cuda does not lower (NumPy ufuncs, the cpu's vector math)
-to ``math``/``libdevice`` (``_to_cuda``).
+``cpu`` target's (``cpu_codegen._Gen``), with the cuda ops handler
+(``CudaOps``, a ``CpuOps`` that emits libdevice and unfused products where
+numba.cuda and the numerics contract need them); this module replaces the
+loop skeletons, the loads and the reductions.
 
 Arguments, in order: each leaf as a flat device buffer ``aK`` with its
 element offset ``aK_o`` and one element stride per dimension ``aK_sD``
@@ -44,7 +44,8 @@ from braze.fusion import REDUCE_OPS, Loop
 from braze.graph import Node
 
 from .cpu_codegen import KernelSource, _Gen, _Writer, _acc_dtype
-from .scalar import TEMPLATES, cast, literal, np_type
+from .scalar import VECTOR_MATH, CpuOps, cast, literal, np_type
+from braze.core import PRIMITIVES
 
 MAXT = 256        # threads per block of row and split kernels (a power of two)
 ROWCAP = 1024     # elements of a row kept in shared memory per cached leaf
@@ -57,43 +58,53 @@ from braze.targets import cuda_runtime as rt
 from braze.targets.cuda_runtime import libdevice, math
 """
 
-# NumPy calls in the scalar table that numba.cuda lowers as libdevice calls:
-# the operand is always cast first (np.float32(...)), which names the type.
-_LIBDEVICE = re.compile(r"np\.(sqrt|floor|ceil|trunc|rint|cbrt)\(np\.(float32|float64)\(")
-_VECTOR_MATH = re.compile(r"\bvm\.(\w+?)_f(?:32|64)\(")
-
-
-def _to_cuda(text: str) -> str:
-    text = _LIBDEVICE.sub(lambda m: f"libdevice.{m.group(1)}{'f' if m.group(2) == 'float32' else ''}"
-                                    f"(np.{m.group(2)}(", text)
-    return _VECTOR_MATH.sub(lambda m: f"math.{m.group(1)}(", text)
-
-
 def generate(loop: Loop, flat: tuple[bool, ...], skeleton: str | None = None) -> KernelSource:
     """The kernel for ``loop`` with these leaves flat; ``skeleton`` "split" for a
     loop with reduced axes runs several blocks per row (few, long rows)."""
     return _CudaGen(loop, flat, skeleton).build()
 
 
-def _mul_rn(a, b, t):
-    """A float product NVVM and ptxas never fuse into an FMA (the numerics
-    contract: NumPy rounds the product before any add)."""
-    if t.kind == "f":
-        return f"libdevice.{'fmul_rn' if t.itemsize <= 4 else 'dmul_rn'}({a}, {b})"
-    return f"({a} & {b})" if t.kind == "b" else f"({a} * {b})"
+class CudaOps(CpuOps):
+    """The cuda target's scalar code: the ops' own, except where numba.cuda wants
+    another call (libdevice for NumPy's rounding and roots, which it does not
+    lower; math for what the cpu vectorizes) or the numerics contract does
+    (products NVVM and ptxas never fuse into an FMA: NumPy rounds a product
+    before any add)."""
+
+    def op_multiply(self, a, b, t):
+        if t.kind == "f":
+            return f"libdevice.{'fmul_rn' if t.itemsize <= 4 else 'dmul_rn'}({a}, {b})"
+        return PRIMITIVES["multiply"].scalar(a, b, t)
+
+    def op_square(self, a, t):
+        return self.op_multiply(a, a, t)
+
+    def op_deg2rad(self, a, t):
+        return self.op_multiply(a, literal(np.pi / 180, t), t)
+
+    def op_rad2deg(self, a, t):
+        return self.op_multiply(a, literal(180 / np.pi, t), t)
+
+    def rule(self, op: str):
+        if op in VECTOR_MATH:  # (no vector math on the GPU: the op's own math call)
+            return PRIMITIVES[op].scalar
+        return super().rule(op)
+
+    @staticmethod
+    def _libdevice(name: str):
+        def rule(self, a, t):
+            if t.kind != "f":
+                return PRIMITIVES[name].scalar(a, t)
+            return f"libdevice.{name}{'f' if t.itemsize <= 4 else ''}({a})"
+        return rule
 
 
-CUDA_TEMPLATES = dict(TEMPLATES)
-CUDA_TEMPLATES.update({
-    "multiply": _mul_rn,
-    "square": lambda a, t: _mul_rn(a, a, t),
-    "deg2rad": lambda a, t: _mul_rn(a, literal(np.pi / 180, t), t),
-    "rad2deg": lambda a, t: _mul_rn(a, literal(180 / np.pi, t), t),
-})
+for _name in ("sqrt", "floor", "ceil", "trunc", "rint", "cbrt"):
+    setattr(CudaOps, f"op_{_name}", CudaOps._libdevice(_name))
 
 
 class _CudaGen(_Gen):
-    templates = CUDA_TEMPLATES
+    ops = CudaOps()
 
     def __init__(self, loop: Loop, flat: tuple[bool, ...], skeleton: str | None = None):
         super().__init__(loop, "kernel")
@@ -339,7 +350,7 @@ class _CudaGen(_Gen):
                     args += [f"p{self._red_index(red)}{sfx}", f"q{self._red_index(red)}{sfx}"]
         args += ["n", "no", "ni"] + (["ng"] if self.skeleton == "split" else []) + [f"d{k}" for k in range(self.R)]
         args += [f"c{k}" for k in range(len(self.consts))]
-        text = _to_cuda("\n".join(body.lines))
+        text = "\n".join(body.lines)
         return f"\n\n@cuda.jit(cache=True)\ndef kernel({', '.join(args)}):\n{text}\n"
 
     def _all_reductions(self) -> list[Node]:

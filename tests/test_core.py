@@ -1,4 +1,4 @@
-"""The core layer: rule tables, the context stack, eager use, the alloc hook."""
+"""The core layer: the op table and its rules check, the context stack, eager use, the intercepted NumPy calls."""
 import threading
 
 import numpy as np
@@ -12,7 +12,35 @@ from braze.ops.elementwise import ELEMENTWISE_OPS
 
 def test_every_op_has_every_rule():
     assert core.missing_rules() == []
-    assert len(core.KIND) > 70
+    assert len(core.PRIMITIVES) > 70
+    core.check_rules()  # (what braze runs at import)
+
+
+@pytest.mark.parametrize("missing", ["vjp", "scalar", "view"])
+def test_the_rules_check_fails_loudly_when_an_op_lacks_a_rule(missing):
+    """The check braze runs at import can fail: an op declared without a rule a
+    layer needs (autodiff's vjp, the targets' scalar code, a layout op's view
+    rule) makes it raise, naming the op and the rule."""
+    name = f"test_op_without_{missing}"
+    rules = {"vjp": lambda ct, x, *, out: (ct,), "scalar": lambda a, t: a}
+    rules.pop(missing, None)
+    flags = ("layout",) if missing == "view" else ()
+    core.declare(name, "elementwise", abstract=lambda x: x, impl=lambda x: x, flags=flags, **rules)
+    try:
+        with pytest.raises(RuntimeError, match=name):
+            core.check_rules()
+    finally:
+        for table in (core.PRIMITIVES, core.KIND, core.ABSTRACT, core.NUMPY_IMPL, core.VJP):
+            table.pop(name, None)
+    core.check_rules()
+
+
+def test_op_groups_come_from_the_ops_flags():
+    from braze import fusion, paired, passes
+
+    assert fusion.LAYOUT_OPS == core.with_flag("layout") >= {"reshape", "transpose", "slice", "broadcast_to"}
+    assert passes._IDENTITY_OPS == core.with_flag("identity")
+    assert "exp" in paired._RECOMPUTABLE and "matmul" not in paired._RECOMPUTABLE
 
 
 def test_every_elementwise_op_is_reachable_from_braze_numpy():

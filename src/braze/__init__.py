@@ -42,6 +42,10 @@ from .verify import verify
 from . import testing  # noqa: F401
 from .kernels import nn  # noqa: E402,F401  (the standard composite library: braze.nn.*)
 
+from .core import check_rules as _check_rules
+
+_check_rules()  # every op has every rule the layers need, or braze does not import
+
 
 def explain(fn, *args, **kwargs) -> str:
     """Everything braze decided for ``fn`` on these arguments, for people:

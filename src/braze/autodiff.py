@@ -5,7 +5,7 @@ it is the innermost context, every op whose operands include an array it
 watches is evaluated by the context below it (NumPy eagerly, a graph while
 tracing, an outer tape when nested) and *remembered*; ops on nothing
 watched pass straight through. ``gradient`` walks the remembered ops
-backwards, applying the rules in ``braze.vjp_rules.VJP``. Those rules are
+backwards, applying each op's vjp rule (``braze.core.PRIMITIVES``). Those rules are
 written with ``braze.numpy``, so the backward pass itself runs in whatever
 context is active: eagerly it computes with NumPy, inside ``braze.compile``
 it records ordinary graph nodes (which are fused and compiled like any
@@ -27,12 +27,14 @@ from typing import Any, Callable
 import numpy as np
 
 from . import indexing, intercept
-from .aval import Aval
+from .aval import Aval, aval_of_value
 from . import numpy as bnp
 from . import pytree
-from .core import bind, context_stack, pop_context, push_context
-from .errors import BrazeError, TraceError, where
+from .core import NONDIFFERENTIABLE, PRIMITIVES, VJP, bind, context_stack, pop_context, push_context
+from .errors import BrazeError, CompositeError, TraceError, where
 from .surface import ArrayMethods
+from .tracing import GraphContext, Tracer, _is_element
+from .views import is_view_op, make_view, strides_of, uncertain_error
 
 
 class GradientError(BrazeError, TypeError):
@@ -96,9 +98,7 @@ class Watched(ArrayMethods):
             base = view.base
             if base._version != t._base_version:
                 if view.uncertain:
-                    from .tracing import _uncertain_error
-
-                    raise _uncertain_error("reading, after its base was written,")
+                    raise uncertain_error("reading, after its base was written,")
                 fresh = bind(view.op, base, **view.params)  # recorded: the gradient follows the view
                 t._value_, t._id_ = _parts(fresh, t._tape)
                 t._base_version = base._version
@@ -141,8 +141,6 @@ class Watched(ArrayMethods):
         return bool(is_scalar()) if is_scalar is not None else False
 
     def __getitem__(self, key):
-        from .tracing import Tracer, _is_element
-
         result = indexing.getitem(self, key)
         if _is_element(key, len(self.shape)) and isinstance(result, Watched) and result._tape is self._tape:
             # NumPy gives a scalar: a copy (the same gradient id), not a view
@@ -157,17 +155,11 @@ class Watched(ArrayMethods):
     def _update(self, value) -> None:
         """Rebind to ``value``; through a view, down the chain of views to the
         array that owns the data (a loop, not recursion)."""
-        from .tracing import VIEW_WRITE, ReadOnlyError, _uncertain_error
-
         self._sync()
         written, t = [], self
         while True:
             view = t._view
-            if view is not None and view.readonly:
-                raise ReadOnlyError(f"assignment destination is read-only: {view.readonly}{where()}")
-            if view is not None and view.uncertain:
-                raise _uncertain_error("writing through")
-            base_value = None if view is None else VIEW_WRITE[view.op](view.base, value, **view.params)
+            base_value = None if view is None else view.write(value)
             t._value_, t._id_ = _parts(value, t._tape)
             t._version += 1
             written.append(t)
@@ -292,6 +284,8 @@ class GradientTape:
     ``stop_recording()`` pauses recording for a block.
     """
 
+    intercepts = "tape"  # braze.intercept: np.array([w, ...]) of watched values is recorded
+
     def __init__(self, persistent: bool = False):
         self.persistent = persistent
         self._records: list[_Record] = []
@@ -381,9 +375,8 @@ class GradientTape:
         if op == "composite":
             return self._composite(args, tuple(in_values), tuple(in_ids), params)
         out = self._parent.process(op, tuple(in_values), params)
-        from .vjp_rules import VJP
-
-        if op not in VJP:
+        rule = VJP.get(op)
+        if rule is None or rule == NONDIFFERENTIABLE:
             return out  # no gradient flows through this op (comparisons, argmax, ...)
         result = self._remember(op, params, in_ids, in_values, out, None)
         if mine[0] and isinstance(result, Watched):
@@ -409,8 +402,6 @@ class GradientTape:
         return tuple(wrapped) if multi else wrapped[0]
 
     def _composite(self, args, values, ids, params):
-        from .vjp_rules import composite_gradient
-
         out, rule, note = composite_gradient(self._parent, args, values, ids, params)
         if rule is None:
             return out  # recorded op by op
@@ -481,10 +472,8 @@ class GradientTape:
             if rec.rule is not None:
                 in_cts = rec.rule(tuple(out_cts) if rec.multi else out_cts[0])
             else:
-                from .vjp_rules import VJP
-
                 fn = VJP[rec.op]
-                extra = {"wants": tuple(i is not None for i in rec.in_ids)} if getattr(fn, "wants", False) else {}
+                extra = {"wants": tuple(i is not None for i in rec.in_ids)} if PRIMITIVES[rec.op].wants else {}
                 in_cts = fn(out_cts[0], *rec.in_values, out=rec.out_values[0], **extra, **rec.params)
             for ident, value, ct in zip(rec.in_ids, rec.in_values, in_cts):
                 if ident is None or ct is None:
@@ -497,22 +486,9 @@ class GradientTape:
 def _make_view(result: Watched, base: Watched, op: str, params: dict) -> None:
     """``result`` of view op ``op`` on ``base`` is a view of it, as in NumPy
     (a reshape only where NumPy's needs no copy; never a view of a scalar)."""
-    from . import layout
-    from .tracing import READ_ONLY, VIEW_WRITE, Tracer, View
-
-    if op not in VIEW_WRITE or base._is_scalar():
+    if not is_view_op(op) or base._is_scalar():
         return
-    uncertain = False
-    if op == "reshape":
-        value = base._value
-        strides = value._strides if isinstance(value, Tracer) else (
-            layout.of_array(value) if isinstance(value, np.ndarray) else ())
-        if strides is None:
-            uncertain = True
-        elif layout.reshaped(tuple(base.shape), strides, tuple(result.shape)) is None:
-            return  # NumPy copies
-    readonly = READ_ONLY.get(op) or (params.get("readonly") and "a read-only array (as NumPy's)")
-    result._view = View(base, op, params, readonly, uncertain)
+    result._view = make_view(op, params, base, strides_of(base._value), tuple(base.shape), tuple(result.shape))
     result._base_version = base._version
 
 
@@ -690,6 +666,105 @@ def vjp(fn: Callable, *primals, has_aux: bool = False):
     if has_aux:
         return value, vjp_fn, _unwrap_tree(aux, tape)
     return value, vjp_fn
+
+
+# ---------------------------------------------------------------- composites
+
+
+def composite_gradient(parent, args, values, ids, params):
+    """The forward value and the backward rule of a composite call on a tape.
+
+    Returns ``(out, rule, note)``; ``rule`` is None when the call was
+    recorded op by op (eagerly, the body runs on the tape itself).
+    """
+    comp, attrs = params["composite"], dict(params["attrs"])
+    name = comp.name
+    custom = getattr(comp, "_vjp", None)
+    if custom is not None:
+        fwd, bwd = custom
+        result = fwd(*values, **attrs)
+        if not (isinstance(result, tuple) and len(result) == 2):
+            raise CompositeError(
+                f"composite {name}: its defvjp forward must return (output, residuals), got "
+                f"{type(result).__name__}{where()}"
+            )
+        out, residuals = result
+
+        def custom_rule(ct):
+            cts = bwd(residuals, ct, **attrs) if attrs else bwd(residuals, ct)
+            if not isinstance(cts, (tuple, list)) or len(cts) != len(values):
+                raise CompositeError(
+                    f"composite {name}: its defvjp backward must return a tuple of {len(values)} "
+                    f"cotangent(s), one per array argument, got {type(cts).__name__}"
+                    f"{'' if not isinstance(cts, (tuple, list)) else f' of {len(cts)}'}"
+                )
+            return tuple(cts)
+
+        return out, custom_rule, f"composite {name}: gradient from its defvjp rule"
+    ctx = _graph_context(parent)
+    if ctx is None:
+        # Eagerly (or under an outer tape) the body runs on this tape: no recomputation.
+        return comp.fn(*args, **attrs), None, None
+    target = getattr(ctx, "target", None)
+    entry = None
+    if target is not None:
+        from .select import choose
+
+        entry = choose(name, target, [getattr(v, "aval", None) or _aval(v) for v in values], params["attrs"])
+    if entry is not None and entry.backward is not None:
+        return _kernel_pair(ctx, entry, comp, values, ids, params)
+    out = parent.process("composite", values, params)
+    if entry is not None:
+        why = f"kernel {entry.label} has no backward, so its forward is recomputed in the backward pass"
+    else:
+        why = "no kernel selected: the body is inlined and its recomputation merges with it"
+
+    def body_rule(ct):
+        with GradientTape() as inner:
+            watched = [inner._watch_leaf(v) if i is not None else v for v, i in zip(values, ids)]
+            recomputed = comp.fn(*watched, **attrs)
+        sources = [w for w, i in zip(watched, ids) if i is not None]
+        grads = iter(inner.gradient(recomputed, sources, ct))
+        return tuple(next(grads) if i is not None else None for i in ids)
+
+    return out, body_rule, f"composite {name}: gradient derived from the body ({why})"
+
+
+def _aval(v):
+    return aval_of_value(v)
+
+
+def _graph_context(ctx):
+    return ctx if isinstance(ctx, GraphContext) else None
+
+
+def _kernel_pair(ctx, entry, comp, values, ids, params):
+    """Emit the pair's forward kernel (outputs and residuals) and a rule emitting its backward."""
+    from .select import pair_signature
+
+    body_out = ctx.process("composite", values, params)  # for the result avals (then dropped as dead code)
+    single = not isinstance(body_out, tuple)
+    out_avals = [o.aval for o in ((body_out,) if single else body_out)]
+    nodes_in = [ctx.lift(v) for v in values]
+    in_avals = [n.aval for n in nodes_in]
+    res_avals = pair_signature(entry, in_avals, params["attrs"], out_avals)
+    outs = ctx.emit("kernel", nodes_in, tuple(out_avals) + tuple(res_avals), name=comp.name,
+                    attrs=params["attrs"], entry=entry, pair="forward", nout=len(out_avals))
+    out = tuple(outs[: len(out_avals)])
+    residuals = tuple(outs[len(out_avals):])
+    diff = tuple(i is not None for i in ids)
+    grad_avals = tuple(a for a, d in zip(in_avals, diff) if d)
+
+    def pair_rule(ct):
+        cts = ct if isinstance(ct, tuple) else (ct,)
+        nodes = [ctx.lift(r) for r in residuals] + [ctx.lift(c) for c in cts]
+        got = ctx.emit("kernel", nodes, grad_avals, name=comp.name, attrs=params["attrs"], entry=entry,
+                       pair="backward", nout=len(residuals), diff=diff)
+        it = iter(got)
+        return tuple(next(it) if d else None for d in diff)
+
+    note = f"composite {comp.name}: gradient from the kernel pair {entry.label} (forward saves {len(res_avals)} residual(s))"
+    return (out[0] if single else out), pair_rule, note
 
 
 __all__ = ["GradientTape", "Watched", "GradientError", "grad", "value_and_grad", "vjp", "stop_gradient"]

@@ -33,11 +33,11 @@ from collections import defaultdict
 import numpy as np
 from dataclasses import dataclass, field
 
-from .core import KIND
+from .core import KIND, with_flag
 from .graph import Graph, Node
 
 REDUCE_OPS = frozenset(op for op, kind in KIND.items() if kind == "reduce")
-LAYOUT_OPS = frozenset({"reshape", "transpose", "broadcast_to", "slice", "strided_view", "diagonal"})
+LAYOUT_OPS = with_flag("layout")
 SOURCE_OPS = frozenset({"input", "capture", "const"})
 
 

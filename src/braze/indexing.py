@@ -15,7 +15,7 @@ import numpy as np
 from . import numpy as bnp
 from .core import bind
 from .errors import DTypeError, ShapeError, UnsupportedOpError, where
-from .ops.index import slice_length
+from .ops.shape import slice_length
 from .ops._util import broadcast_shape
 
 _CONCRETE = (np.ndarray, list, tuple, range)

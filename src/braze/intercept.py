@@ -61,16 +61,9 @@ _originals = {name: getattr(numpy, name) for name in NAMES}
 
 
 def _context_kind() -> str | None:
-    """"trace" or "tape" when the calling thread's innermost context is one."""
-    from .autodiff import GradientTape
-    from .tracing import GraphContext
-
-    ctx = current_context()
-    if isinstance(ctx, GraphContext):
-        return "trace"
-    if isinstance(ctx, GradientTape):
-        return "tape"
-    return None
+    """"trace" or "tape" when the calling thread's innermost context is one (contexts
+    say so with their ``intercepts`` attribute)."""
+    return getattr(current_context(), "intercepts", None)
 
 
 def _from_user_code(depth: int = 2) -> bool:

@@ -20,15 +20,15 @@ import numpy as np
 
 from . import intercept, pytree
 from .aval import Aval
-from .core import KIND, pop_context, push_context
+from .core import pop_context, push_context, with_flag
 from .errors import where
 from .graph import Graph, Node
 from .passes import run_passes
 from .tracing import GraphContext
 
 # Ops recomputed in the backward program rather than saved, when that saves bytes.
-_RECOMPUTABLE_KINDS = {"elementwise"}
-_RECOMPUTABLE_OPS = {"reshape", "broadcast_to", "transpose"}
+_RECOMPUTABLE = with_flag("recomputable")
+_RECOMPUTABLE_VIEWS = _RECOMPUTABLE & with_flag("layout")
 
 
 @dataclass
@@ -134,7 +134,7 @@ def partition(graph: Graph, n_primal: int, n_out: int) -> Split:
     # Recompute cheap elementwise values instead of saving them, when that saves bytes.
     recompute: dict[int, Node] = {}
     out_ids = {id(o) for o in outs}
-    recomputable = lambda n: KIND.get(n.op) in _RECOMPUTABLE_KINDS or n.op in _RECOMPUTABLE_OPS  # noqa: E731
+    recomputable = lambda n: n.op in _RECOMPUTABLE  # noqa: E731
 
     def closure(node):
         """The recomputable values ``node`` needs, and the frontier they are computed from."""
@@ -167,7 +167,7 @@ def partition(graph: Graph, n_primal: int, n_out: int) -> Split:
         for group in groups.values():
             cost = sum(_nbytes(f.aval) for f in group[0][3].values())
             gain = sum(_nbytes(node.aval) for _, node, _, _ in group)
-            views = all(node.op in _RECOMPUTABLE_OPS for _, node, _, _ in group)
+            views = all(node.op in _RECOMPUTABLE_VIEWS for _, node, _, _ in group)
             if cost < gain or (cost == gain and views):
                 for key, node, members, new in group:
                     boundary.pop(key, None)

@@ -10,7 +10,7 @@ from typing import Callable
 import numpy as np
 
 from .aval import python_scalar_type
-from .core import KIND, NUMPY_IMPL
+from .core import KIND, NUMPY_IMPL, with_flag
 from .graph import Graph, Literal, Node
 
 
@@ -43,10 +43,8 @@ def fold_constants(graph: Graph) -> Graph:
     return rewrite(graph, fold)
 
 
-_IDENTITY_OPS = {"convert", "reshape", "broadcast_to", "transpose", "view"}
-
-
-_REDUCTIONS = ("reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_any", "reduce_all")
+_IDENTITY_OPS = with_flag("identity")
+_REDUCTIONS = frozenset(op for op, kind in KIND.items() if kind == "reduce" and op not in ("argmax", "argmin"))
 
 
 def drop_identities(graph: Graph) -> Graph:

@@ -30,81 +30,15 @@ import numpy as np
 
 from . import indexing, layout
 from .aval import Aval, aval_of_value, check_dtype, python_scalar_type
-from .core import ABSTRACT, KIND, NUMPY_IMPL, bind, pop_context, push_context
+from .core import ABSTRACT, KIND, NUMPY_IMPL, PRIMITIVES, bind, pop_context, push_context, with_flag
 from .errors import BrazeError, ConcretizationError, TraceError, UnsupportedOpError, user_frame, where
 from .graph import Graph, Literal, Node, toposort
 from .surface import ArrayMethods
+from .views import ReadOnlyError, View, is_view_op, make_view, result_strides, strides_of, uncertain_error
 
 # op name -> rule(ctx, input nodes, params) -> (params, aval), for ops whose
 # result comes from tracing a sub-graph (composites) rather than an ABSTRACT rule.
 TRACE_RULES: dict[str, Callable] = {}
-
-
-class ReadOnlyError(BrazeError, ValueError):
-    """A write through a read-only view (``broadcast_to``, ``diagonal``), as NumPy refuses it."""
-
-
-# ---------------------------------------------------------------- views
-# op -> write(base, value, **params): the base's new value when ``value`` is
-# written into the view the op makes of it. An op listed here with None makes
-# a read-only view.
-
-def _write_slice(base, value, *, slices):
-    return bind("update_slice", base, value, slices=slices)
-
-
-def _write_transpose(base, value, *, perm):
-    return bind("transpose", value, perm=tuple(int(i) for i in np.argsort(perm)))
-
-
-def _write_reshape(base, value, *, shape):
-    return bind("reshape", value, shape=tuple(base.shape))
-
-
-def _write_strided(base, value, **params):
-    return bind("strided_update", base, value, **params)
-
-
-def _write_whole(base, value, **params):
-    return value
-
-
-VIEW_WRITE: dict[str, Callable | None] = {
-    "slice": _write_slice,
-    "transpose": _write_transpose,
-    "reshape": _write_reshape,
-    "strided_view": _write_strided,
-    "view": _write_whole,
-    "broadcast_to": None,
-    "diagonal": None,
-}
-
-READ_ONLY = {
-    "broadcast_to": "np.broadcast_to returns a read-only view",
-    "diagonal": "np.diagonal returns a read-only view",
-}
-
-
-class View:
-    """How a tracer views its ``base``: the op (and params) that reads it from the
-    base, whether writing through it is refused, and whether NumPy's choice
-    between a view and a copy was unknown (then reading it after its base
-    changed, or writing through it, raises instead of guessing)."""
-
-    __slots__ = ("base", "op", "params", "readonly", "uncertain")
-
-    def __init__(self, base: "Tracer", op: str, params: dict, readonly: str | None = None,
-                 uncertain: bool = False):
-        self.base, self.op, self.params = base, op, params
-        self.readonly, self.uncertain = readonly, uncertain
-
-
-def _uncertain_error(what: str) -> ConcretizationError:
-    return ConcretizationError(
-        f"{what} a reshape of an array whose memory layout braze does not model (the result of an "
-        f"advanced-indexing gather, an einsum, ...){where()}: NumPy returns a view or a copy there "
-        "depending on strides, so the result would be a guess. Make the reshape explicit with "
-        ".copy() (a copy) or write through the original array instead")
 
 
 # ---------------------------------------------------------------- the tracer
@@ -140,7 +74,7 @@ class Tracer(ArrayMethods):
             base = view.base
             if base._version != t._base_version:
                 if view.uncertain:
-                    raise _uncertain_error("reading, after its base was written,")
+                    raise uncertain_error("reading, after its base was written,")
                 t._node_ = t._ctx.record(view.op, (base._node_,), view.params)
                 t._base_version = base._version
                 t._version += 1
@@ -216,13 +150,7 @@ class Tracer(ArrayMethods):
         written, t = [], self
         while True:
             view = t._view
-            if view is not None and view.readonly:
-                raise ReadOnlyError(f"assignment destination is read-only: {view.readonly}{where()}; "
-                                    "write into a copy (.copy()) instead")
-            if view is not None and view.uncertain:
-                raise _uncertain_error("writing through")
-            base_node = None if view is None else self._ctx.lift(
-                VIEW_WRITE[view.op](view.base, Tracer(self._ctx, node), **view.params))
+            base_node = None if view is None else self._ctx.lift(view.write(Tracer(self._ctx, node)))
             t._node_ = node
             t._version += 1
             written.append(t)
@@ -291,70 +219,12 @@ def _is_element(key, ndim: int) -> bool:
         isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)) for k in key)
 
 
-# ---------------------------------------------------------------- layout and scalar rules
+_INT_CHECKED = with_flag("int_checked")
+
+# ---------------------------------------------------------------- scalars
 
 # ops whose 0-d results are NumPy scalars (as ufuncs, reductions and products give)
 _SCALAR_KINDS = {"elementwise", "reduce", "linalg"}
-
-
-def _strides_of(value):
-    if isinstance(value, Tracer):
-        return value._strides
-    if isinstance(value, np.ndarray):
-        return layout.of_array(value)
-    return ()  # a scalar broadcasts
-
-
-def _result_strides(op: str, args, inputs, params, aval: Aval):
-    """The element strides NumPy would give this op's result (see ``braze.layout``)."""
-    shape = aval.shape
-    if aval.ndim == 0:
-        return ()
-    kind = KIND.get(op)
-    if op == "view":
-        return _strides_of(args[0])
-    if op in ("convert", "clip", "where") or kind == "elementwise":
-        ops = [layout.broadcast(_strides_of(a), n.aval.shape, shape) if n.aval.ndim <= len(shape) else None
-               for a, n in zip(args, inputs)]
-        if any(s is None for s, n in zip(ops, inputs) if n.aval.ndim):
-            return None  # an operand whose layout is not modelled
-        return layout.k_order(shape, [s for s, n in zip(ops, inputs) if n.aval.ndim])
-    if kind == "reduce":
-        src = _strides_of(args[0])
-        if src is None:
-            return None
-        axes = params.get("axes")
-        if axes is None:
-            axis = params.get("axis")
-            axes = tuple(range(inputs[0].aval.ndim)) if axis is None else (axis,)
-        keep = params.get("keepdims", False)
-        kept = tuple(s for i, s in enumerate(src) if i not in axes) if not keep else \
-            tuple(0 if i in axes else s for i, s in enumerate(src))
-        return layout.k_order(shape, [kept])
-    if op == "transpose":
-        return layout.permuted(_strides_of(args[0]), params["perm"])
-    if op == "slice":
-        return layout.sliced(_strides_of(args[0]), params["slices"])
-    if op == "broadcast_to":
-        return layout.broadcast(_strides_of(args[0]), inputs[0].aval.shape, shape)
-    if op == "reshape":
-        view = layout.reshaped(inputs[0].aval.shape, _strides_of(args[0]), shape)
-        return view if view is not None else layout.c_strides(shape)
-    if op == "strided_view":
-        return tuple(params["strides"])
-    if op == "diagonal":
-        src = _strides_of(args[0])
-        if src is None:
-            return None
-        a1, a2 = params["axis1"], params["axis2"]
-        return tuple(s for i, s in enumerate(src) if i not in (a1, a2)) + (src[a1] + src[a2],)
-    if op == "concatenate":
-        ops = [_strides_of(a) for a in args]
-        return None if any(s is None for s in ops) else layout.k_order(shape, ops)
-    if op in ("matmul", "update_slice", "scatter", "scatter_add", "strided_update", "take_along_axis"):
-        return layout.c_strides(shape) if op == "matmul" else _strides_of(args[0]) if op != "take_along_axis" \
-            else None
-    return None  # not modelled: gathers, einsum, kernels, composites
 
 
 # ---------------------------------------------------------------- the graph context
@@ -363,6 +233,8 @@ def _result_strides(op: str, args, inputs, params, aval: Aval):
 class GraphContext:
     """Records each op as a node (nodes are interned: common subexpressions are
     one node as they are recorded, see ``braze.graph``)."""
+
+    intercepts = "trace"  # braze.intercept: NumPy's constructors and converters give traced arrays
 
     def __init__(self, target: str | None = None):
         self.target = target  # the compile target, when known (kernel pairs for gradients)
@@ -436,7 +308,7 @@ class GraphContext:
         return node
 
     def process(self, op: str, args: tuple, params: dict):
-        if op in _PYTHON_INT_CHECKED and any(type(a) is int for a in args):
+        if op in _INT_CHECKED and any(type(a) is int for a in args):
             settled = _python_ints(op, args)
             if settled is not None:
                 return settled
@@ -459,17 +331,9 @@ class GraphContext:
                 out._scalar = first._scalar if isinstance(first, Tracer) else not isinstance(first, np.ndarray)
             else:
                 out._scalar = KIND.get(op) in _SCALAR_KINDS
-        out._strides = _result_strides(op, args, inputs, params, aval)
-        if op in VIEW_WRITE and isinstance(args[0], Tracer) and not args[0]._scalar:  # (a scalar is immutable)
-            uncertain = False
-            if op == "reshape":
-                base_strides = args[0]._strides
-                if base_strides is None:
-                    uncertain = True
-                elif layout.reshaped(inputs[0].aval.shape, base_strides, aval.shape) is None:
-                    return  # NumPy copies: a new array, not a view
-            readonly = READ_ONLY.get(op) or (params.get("readonly") and "a read-only array (as NumPy's)")
-            out._view = View(args[0], op, params, readonly, uncertain)
+        out._strides = result_strides(op, [strides_of(a) for a in args], [n.aval for n in inputs], params, aval)
+        if is_view_op(op) and isinstance(args[0], Tracer) and not args[0]._scalar:  # (a scalar is immutable)
+            out._view = make_view(op, params, args[0], args[0]._strides, inputs[0].aval.shape, aval.shape)
             out._base_version = args[0]._version
 
 
@@ -477,11 +341,7 @@ class GraphContext:
 # of that dtype's range is an OverflowError in NumPy (x_int8 + 1000), except in
 # comparisons, which NumPy answers exactly (x_int8 < 1000 is all True). Codegen
 # would wrap the constant instead: a silent wrong answer. np.where wraps, as NumPy.
-_PYTHON_INT_CHECKED = frozenset(
-    "add subtract multiply divide floor_divide remainder fmod power maximum minimum fmax fmin bitwise_and "
-    "bitwise_or bitwise_xor left_shift right_shift equal not_equal less less_equal greater greater_equal "
-    "logical_and logical_or logical_xor arctan2 hypot copysign logaddexp logaddexp2 scalar_power".split())
-_COMPARISONS = frozenset("equal not_equal less less_equal greater greater_equal".split())
+# (Ops flagged "int_checked" and "comparison" in braze/ops.)
 
 
 def _python_ints(op: str, args):
@@ -495,7 +355,7 @@ def _python_ints(op: str, args):
     wild = [a for a in args if type(a) is int and not info.min <= a <= info.max]
     if not wild:
         return None
-    if op not in _COMPARISONS:
+    if "comparison" not in PRIMITIVES[op].flags:
         raise PythonIntOverflowError(
             f"{op}: Python integer {wild[0]} out of bounds for {np.result_type(*ints)}{where()}, as NumPy says "
             "(NEP 50: a Python int takes the array's dtype); cast the array first (x.astype(np.int64))")

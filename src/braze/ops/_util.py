@@ -71,3 +71,29 @@ def normalize_axes(op: str, axis, ndim: int, shape=None) -> tuple[int, ...]:
 
 def strong(shape, dtype) -> Aval:
     return Aval(tuple(int(d) for d in shape), np.dtype(dtype))
+
+
+# ---- scalar code (numba source) helpers, shared by the ops' scalar rules and the targets
+
+def np_type(dtype) -> str:
+    dtype = np.dtype(dtype)
+    return "np.bool_" if dtype == np.bool_ else f"np.{dtype.name}"
+
+
+def scalar_cast(expr: str, dtype) -> str:
+    return f"{np_type(dtype)}({expr})"
+
+
+def scalar_literal(value, dtype) -> str:
+    """A constant of ``dtype`` as numba source text (NaN and inf included)."""
+    dtype = np.dtype(dtype)
+    value = np.asarray(value).astype(dtype)[()]
+    if dtype.kind == "f":
+        if np.isnan(value):
+            return f"{np_type(dtype)}(np.nan)"
+        if np.isinf(value):
+            return f"{np_type(dtype)}({'-' if value < 0 else ''}np.inf)"
+        return f"{np_type(dtype)}({float(value)!r})"
+    if dtype.kind == "b":
+        return "True" if value else "False"
+    return f"{np_type(dtype)}({int(value)})"

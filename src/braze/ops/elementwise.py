@@ -1,8 +1,16 @@
 """Elementwise primitives: NumPy's ufuncs, ``erf``, ``where``, ``clip`` and casts.
 
-Result dtypes are NumPy's own: the rule asks the ufunc, on tiny stand-ins
-with the same promotion behaviour (0-d arrays for strong operands, Python
-scalars for weak ones), which dtype it would produce. That is NEP 50 exactly.
+One block per op: the NumPy function (which also gives the dtype rule: the
+result dtype is the ufunc's on stand-ins with the operands' promotion
+behaviour, NEP 50 exactly), the vector-Jacobian product, and the scalar code
+the numba targets emit, written over operands already cast to the dtypes of
+the NumPy loop (``scalar(*operands, t)``, ``t`` the loop dtype). Targets may
+override a scalar rule (``targets/ops_cpu.py``: vectorized math; cuda:
+libdevice, unfused products); the rule here is the reference.
+
+Each op's binder (``exp(x)``, ``where(c, a, b)``) is a module function: the
+other op families' vjp rules use them. Broadcasting in a vjp rule is undone
+by the tape, in one place.
 """
 from __future__ import annotations
 
@@ -12,26 +20,15 @@ import math
 import numpy as np
 
 from ..aval import Aval
-from ..core import declare
-from ._util import broadcast_shapes, dtype_error
-
-UNARY = (
-    "negative positive absolute sign exp exp2 expm1 log log2 log10 log1p sqrt "
-    "square reciprocal sin cos tan arcsin arccos arctan sinh cosh tanh arcsinh "
-    "arccosh arctanh floor ceil trunc rint isnan isinf isfinite signbit "
-    "logical_not invert cbrt deg2rad rad2deg conjugate"
-).split()
-BINARY = (
-    "add subtract multiply divide floor_divide remainder fmod power arctan2 "
-    "hypot maximum minimum fmax fmin logical_and logical_or logical_xor "
-    "bitwise_and bitwise_or bitwise_xor equal not_equal less less_equal "
-    "greater greater_equal copysign logaddexp logaddexp2 left_shift right_shift"
-).split()
+from ..core import NONDIFFERENTIABLE, bind, declare
+from ._util import broadcast_shapes, dtype_error, scalar_cast, scalar_literal
 
 ELEMENTWISE_OPS: list[str] = []
+_RECOMPUTABLE = ("recomputable",)
 
 
-def _elementwise(name: str, fn, nin: int) -> None:
+def elementwise(name: str, fn, nin: int, *, vjp, scalar, flags=(), wants: bool = False):
+    """Declare elementwise ``name`` (NumPy function ``fn`` of ``nin`` operands); its binder."""
     @functools.lru_cache(maxsize=4096)
     def result_dtype(*keys):
         samples = [Aval((), dtype, weak).sample() for dtype, weak in keys]
@@ -48,30 +45,93 @@ def _elementwise(name: str, fn, nin: int) -> None:
             raise dtype_error(name, avals, exc) from None
         return Aval(shape, dtype, all(a.weak for a in avals))
 
-    declare(name, "elementwise", abstract=abstract, impl=fn)
+    declare(name, "elementwise", abstract=abstract, impl=fn, vjp=vjp, wants=wants, scalar=scalar,
+            flags=_RECOMPUTABLE + tuple(flags))
     ELEMENTWISE_OPS.append(name)
 
+    def binder(*args):
+        return bind(name, *args)
 
-for _name in UNARY:
-    _elementwise(_name, getattr(np, _name), 1)
-for _name in BINARY:
-    _elementwise(_name, getattr(np, _name), 2)
-
-
-_erf_f64 = np.vectorize(math.erf, otypes=[np.float64])
+    binder.__name__ = binder.__qualname__ = name
+    binder.__doc__ = f"The ``{name}`` primitive (NumPy's ``{getattr(fn, '__name__', name)}``)."
+    return binder
 
 
-def erf(x):
-    """The error function with NumPy's dtype rule for transcendental ufuncs."""
-    x = np.asarray(x)
-    dtype = np.tanh(np.array(1, x.dtype)).dtype
-    return _erf_f64(x.astype(np.float64)).astype(dtype)[()]
+def unary(rule):
+    """A vjp rule of one operand written as ``rule(ct, x, out) -> cotangent``."""
+    return lambda ct, x, *, out, **params: (rule(ct, x, out),)
 
 
-_elementwise("erf", erf, 1)
+# ---- scalar code helpers (numba source over loop-dtype operands)
+
+def _infix(symbol):
+    return lambda a, b, t: f"({a} {symbol} {b})"
 
 
-def scalar_power(x, y):
+def _math(fn):
+    return lambda a, t: f"math.{fn}({a})"
+
+
+def _rt(fn):
+    return lambda *args: f"rt.{fn}({', '.join(args[:-1])})"
+
+
+def _kind_rt(fn):
+    """A runtime helper per dtype kind (rt.floor_divide_f, _i, _u, _b)."""
+    return lambda a, b, t: f"rt.{fn}_{t.kind}({a}, {b})"
+
+
+def _literal(value, t) -> str:
+    return scalar_literal(value, t)
+
+
+_LN2 = math.log(2.0)
+_LN10 = math.log(10.0)
+_ERF_SCALE = 2.0 / math.sqrt(math.pi)
+_ND = NONDIFFERENTIABLE
+
+# ---------------------------------------------------------------- arithmetic
+
+add = elementwise("add", np.add, 2, vjp=lambda ct, x, y, *, out: (ct, ct),
+                  scalar=lambda a, b, t: f"({a} | {b})" if t.kind == "b" else f"({a} + {b})", flags=("int_checked",))
+subtract = elementwise("subtract", np.subtract, 2, vjp=lambda ct, x, y, *, out: (ct, -ct),
+                       scalar=_infix("-"), flags=("int_checked",))
+multiply = elementwise("multiply", np.multiply, 2, vjp=lambda ct, x, y, *, out: (ct * y, ct * x),
+                       scalar=lambda a, b, t: f"({a} & {b})" if t.kind == "b" else f"({a} * {b})",
+                       flags=("int_checked",))
+divide = elementwise("divide", np.divide, 2, vjp=lambda ct, x, y, *, out: (ct / y, -ct * out / y),
+                     scalar=_infix("/"), flags=("int_checked",))
+floor_divide = elementwise("floor_divide", np.floor_divide, 2, vjp=_ND, scalar=_kind_rt("floor_divide"),
+                           flags=("int_checked",))
+remainder = elementwise("remainder", np.remainder, 2,
+                        vjp=lambda ct, x, y, *, out: (ct, -ct * floor(x / y)),
+                        scalar=_kind_rt("remainder"), flags=("int_checked",))
+fmod = elementwise("fmod", np.fmod, 2, vjp=lambda ct, x, y, *, out: (ct, -ct * trunc(x / y)),
+                   scalar=_kind_rt("fmod"), flags=("int_checked",))
+
+
+def _power_vjp(ct, x, y, *, out, wants):
+    # d/dx = y x^(y-1), zero where y == 0 (so 0**0 has no NaN gradient);
+    # d/dy = log(x) x^y, zero where x == 0 (JAX's convention).
+    dx = dy = None
+    if wants[0]:
+        if isinstance(y, (int, float)) and y != 0:
+            dx = ct * (y * power(x, y - 1)) if y != 2 else ct * (x * 2)
+        else:
+            dx = ct * where(equal(y, 0), 0, y * power(x, y - 1))
+    if wants[1]:
+        dy = ct * where(equal(x, 0), 0, out * log(where(equal(x, 0), 1, x)))
+    return dx, dy
+
+
+def _power_scalar(a, b, t):
+    return f"({a} ** {b})" if t.kind == "f" else f"rt.ipower({a}, {b})"
+
+
+power = elementwise("power", np.power, 2, vjp=_power_vjp, wants=True, scalar=_power_scalar, flags=("int_checked",))
+
+
+def _scalar_power_impl(x, y):
     """``x ** y`` for a NumPy scalar ``x``: NumPy's scalar math, C's ``pow``
     (``np.float64(-inf) ** 0.5`` is inf, where arrays take a square root: NaN)."""
     x = np.asarray(x)[()]
@@ -79,9 +139,195 @@ def scalar_power(x, y):
     return x ** y
 
 
-_elementwise("scalar_power", scalar_power, 2)
-_elementwise("where", np.where, 3)
-_elementwise("clip", np.clip, 3)
+scalar_power = elementwise("scalar_power", _scalar_power_impl, 2, vjp=_power_vjp, wants=True,
+                           scalar=_power_scalar, flags=("int_checked",))
+negative = elementwise("negative", np.negative, 1, vjp=unary(lambda ct, x, out: -ct), scalar=lambda a, t: f"(-{a})")
+positive = elementwise("positive", np.positive, 1, vjp=unary(lambda ct, x, out: ct), scalar=lambda a, t: f"(+{a})")
+conjugate = elementwise("conjugate", np.conjugate, 1, vjp=unary(lambda ct, x, out: ct),  # (real dtypes only)
+                        scalar=lambda a, t: a)
+absolute = elementwise("absolute", np.absolute, 1, vjp=unary(lambda ct, x, out: ct * sign(x)),
+                       scalar=lambda a, t: a if t.kind in "bu" else f"abs({a})")
+sign = elementwise("sign", np.sign, 1, vjp=_ND, scalar=_rt("sign"))
+square = elementwise("square", np.square, 1, vjp=unary(lambda ct, x, out: ct * (x * 2)),
+                     scalar=lambda a, t: f"({a} * {a})")
+reciprocal = elementwise(
+    "reciprocal", np.reciprocal, 1, vjp=unary(lambda ct, x, out: -ct * out * out),
+    scalar=lambda a, t: f"(1 / {a})" if t.kind == "f" else
+    f"rt.ireciprocal({a}, {_literal(np.iinfo(t).min if t.kind == 'i' else 0, t)})")
+sqrt = elementwise("sqrt", np.sqrt, 1, vjp=unary(lambda ct, x, out: ct / (out * 2)),
+                   scalar=lambda a, t: f"np.sqrt({a})")
+cbrt = elementwise("cbrt", np.cbrt, 1, vjp=unary(lambda ct, x, out: ct / (out * out * 3)),
+                   scalar=lambda a, t: f"np.cbrt({a})")
+
+# ---------------------------------------------------------------- exponentials and logarithms
+
+exp = elementwise("exp", np.exp, 1, vjp=unary(lambda ct, x, out: ct * out), scalar=_math("exp"))
+exp2 = elementwise("exp2", np.exp2, 1, vjp=unary(lambda ct, x, out: ct * out * _LN2), scalar=_rt("exp2"))
+expm1 = elementwise("expm1", np.expm1, 1, vjp=unary(lambda ct, x, out: ct * (out + 1)), scalar=_math("expm1"))
+log = elementwise("log", np.log, 1, vjp=unary(lambda ct, x, out: ct / x), scalar=_math("log"))
+log2 = elementwise("log2", np.log2, 1, vjp=unary(lambda ct, x, out: ct / (x * _LN2)), scalar=_rt("log2"))
+log10 = elementwise("log10", np.log10, 1, vjp=unary(lambda ct, x, out: ct / (x * _LN10)), scalar=_rt("log10"))
+log1p = elementwise("log1p", np.log1p, 1, vjp=unary(lambda ct, x, out: ct / (x + 1)), scalar=_math("log1p"))
+logaddexp = elementwise("logaddexp", np.logaddexp, 2,
+                        vjp=lambda ct, x, y, *, out: (ct * exp(x - out), ct * exp(y - out)), scalar=_rt("logaddexp"))
+logaddexp2 = elementwise("logaddexp2", np.logaddexp2, 2,
+                         vjp=lambda ct, x, y, *, out: (ct * exp2(x - out), ct * exp2(y - out)),
+                         scalar=_rt("logaddexp2"))
+
+# ---------------------------------------------------------------- trigonometric and hyperbolic
+
+sin = elementwise("sin", np.sin, 1, vjp=unary(lambda ct, x, out: ct * cos(x)), scalar=_math("sin"))
+cos = elementwise("cos", np.cos, 1, vjp=unary(lambda ct, x, out: -ct * sin(x)), scalar=_math("cos"))
+tan = elementwise("tan", np.tan, 1, vjp=unary(lambda ct, x, out: ct * (out * out + 1)), scalar=_math("tan"))
+arcsin = elementwise("arcsin", np.arcsin, 1, vjp=unary(lambda ct, x, out: ct / sqrt(1 - x * x)), scalar=_math("asin"))
+arccos = elementwise("arccos", np.arccos, 1, vjp=unary(lambda ct, x, out: -ct / sqrt(1 - x * x)),
+                     scalar=_math("acos"))
+arctan = elementwise("arctan", np.arctan, 1, vjp=unary(lambda ct, x, out: ct / (x * x + 1)), scalar=_math("atan"))
+sinh = elementwise("sinh", np.sinh, 1, vjp=unary(lambda ct, x, out: ct * cosh(x)), scalar=_math("sinh"))
+cosh = elementwise("cosh", np.cosh, 1, vjp=unary(lambda ct, x, out: ct * sinh(x)), scalar=_math("cosh"))
+tanh = elementwise("tanh", np.tanh, 1, vjp=unary(lambda ct, x, out: ct * (1 - out * out)), scalar=_math("tanh"))
+arcsinh = elementwise("arcsinh", np.arcsinh, 1, vjp=unary(lambda ct, x, out: ct / sqrt(x * x + 1)),
+                      scalar=_math("asinh"))
+arccosh = elementwise("arccosh", np.arccosh, 1, vjp=unary(lambda ct, x, out: ct / sqrt(x * x - 1)),
+                      scalar=_math("acosh"))
+arctanh = elementwise("arctanh", np.arctanh, 1, vjp=unary(lambda ct, x, out: ct / (1 - x * x)),
+                      scalar=_math("atanh"))
+deg2rad = elementwise("deg2rad", np.deg2rad, 1, vjp=unary(lambda ct, x, out: ct * (math.pi / 180)),
+                      scalar=lambda a, t: f"({a} * {_literal(np.pi / 180, t)})")
+rad2deg = elementwise("rad2deg", np.rad2deg, 1, vjp=unary(lambda ct, x, out: ct * (180 / math.pi)),
+                      scalar=lambda a, t: f"({a} * {_literal(180 / np.pi, t)})")
+
+
+def _arctan2_vjp(ct, y, x, *, out):
+    denom = x * x + y * y
+    return ct * x / denom, -ct * y / denom
+
+
+arctan2 = elementwise("arctan2", np.arctan2, 2, vjp=_arctan2_vjp, scalar=lambda a, b, t: f"math.atan2({a}, {b})",
+                      flags=("int_checked",))
+hypot = elementwise("hypot", np.hypot, 2, vjp=lambda ct, x, y, *, out: (ct * x / out, ct * y / out),
+                    scalar=lambda a, b, t: f"math.hypot({a}, {b})", flags=("int_checked",))
+
+
+_erf_f64 = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def _erf_impl(x):
+    """The error function with NumPy's dtype rule for transcendental ufuncs."""
+    x = np.asarray(x)
+    dtype = np.tanh(np.array(1, x.dtype)).dtype
+    return _erf_f64(x.astype(np.float64)).astype(dtype)[()]
+
+
+erf = elementwise("erf", _erf_impl, 1, vjp=unary(lambda ct, x, out: ct * (exp(-(x * x)) * _ERF_SCALE)),
+                  scalar=_math("erf"))
+
+# ---------------------------------------------------------------- rounding and classification
+
+floor = elementwise("floor", np.floor, 1, vjp=_ND, scalar=lambda a, t: f"np.floor({a})" if t.kind == "f" else a)
+ceil = elementwise("ceil", np.ceil, 1, vjp=_ND, scalar=lambda a, t: f"np.ceil({a})" if t.kind == "f" else a)
+trunc = elementwise("trunc", np.trunc, 1, vjp=_ND, scalar=lambda a, t: f"np.trunc({a})" if t.kind == "f" else a)
+rint = elementwise("rint", np.rint, 1, vjp=_ND, scalar=lambda a, t: f"np.rint({a})" if t.kind == "f" else a)
+isnan = elementwise("isnan", np.isnan, 1, vjp=_ND,
+                    scalar=lambda a, t: f"({a} != {a})" if t.kind == "f" else "False")
+isinf = elementwise("isinf", np.isinf, 1, vjp=_ND,
+                    scalar=lambda a, t: f"(abs({a}) == np.inf)" if t.kind == "f" else "False")
+isfinite = elementwise("isfinite", np.isfinite, 1, vjp=_ND,
+                       scalar=lambda a, t: f"(({a} == {a}) & (abs({a}) != np.inf))" if t.kind == "f" else "True")
+signbit = elementwise("signbit", np.signbit, 1, vjp=_ND,
+                      scalar=lambda a, t: f"rt.signbit({a})" if t.kind == "f" else f"({a} < 0)")
+
+
+def _copysign_vjp(ct, x, y, *, out):
+    flip = not_equal(signbit(x), signbit(out))
+    return where(flip, -ct, ct), None
+
+
+copysign = elementwise("copysign", np.copysign, 2, vjp=_copysign_vjp,
+                       scalar=lambda a, b, t: f"math.copysign({a}, {b})", flags=("int_checked",))
+
+# ---------------------------------------------------------------- extrema
+
+
+def _chooser(ct, x, y, pick_x):
+    """maximum/minimum: the chosen operand gets the cotangent; ties split it (as JAX)."""
+    tie = equal(x, y)
+    wx = where(pick_x, 1.0, where(tie, 0.5, 0.0))
+    wy = where(logical_or(pick_x, tie), where(tie, 0.5, 0.0), 1.0)
+    return ct * wx, ct * wy
+
+
+def _extremum(name, np_fn, wins, nan_wins):
+    """maximum/minimum/fmax/fmin: `wins(x, y)` picks x; `nan_wins` says which NaN operand propagates."""
+    def vjp(ct, x, y, *, out):
+        return _chooser(ct, x, y, logical_or(wins(x, y), isnan(nan_wins(x, y))))
+    return elementwise(name, np_fn, 2, vjp=vjp, scalar=_rt(name), flags=("int_checked",))
+
+
+maximum = _extremum("maximum", np.maximum, lambda x, y: greater(x, y), lambda x, y: x)
+minimum = _extremum("minimum", np.minimum, lambda x, y: less(x, y), lambda x, y: x)
+fmax = _extremum("fmax", np.fmax, lambda x, y: greater(x, y), lambda x, y: y)
+fmin = _extremum("fmin", np.fmin, lambda x, y: less(x, y), lambda x, y: y)
+
+# ---------------------------------------------------------------- logic, bits and comparisons
+
+logical_not = elementwise("logical_not", np.logical_not, 1, vjp=_ND, scalar=lambda a, t: f"({a} == 0)")
+logical_and = elementwise("logical_and", np.logical_and, 2, vjp=_ND,
+                          scalar=lambda a, b, t: f"(({a} != 0) & ({b} != 0))", flags=("int_checked",))
+logical_or = elementwise("logical_or", np.logical_or, 2, vjp=_ND,
+                         scalar=lambda a, b, t: f"(({a} != 0) | ({b} != 0))", flags=("int_checked",))
+logical_xor = elementwise("logical_xor", np.logical_xor, 2, vjp=_ND,
+                          scalar=lambda a, b, t: f"(({a} != 0) ^ ({b} != 0))", flags=("int_checked",))
+invert = elementwise("invert", np.invert, 1, vjp=_ND,
+                     scalar=lambda a, t: f"(not {a})" if t.kind == "b" else f"(~{a})")
+bitwise_and = elementwise("bitwise_and", np.bitwise_and, 2, vjp=_ND, scalar=_infix("&"), flags=("int_checked",))
+bitwise_or = elementwise("bitwise_or", np.bitwise_or, 2, vjp=_ND, scalar=_infix("|"), flags=("int_checked",))
+bitwise_xor = elementwise("bitwise_xor", np.bitwise_xor, 2, vjp=_ND, scalar=_infix("^"), flags=("int_checked",))
+left_shift = elementwise("left_shift", np.left_shift, 2, vjp=_ND,  # NumPy's rules past the bit width
+                         scalar=lambda a, b, t: f"rt.left_shift({a}, {b}, {t.itemsize * 8})", flags=("int_checked",))
+right_shift = elementwise(
+    "right_shift", np.right_shift, 2, vjp=_ND, flags=("int_checked",),
+    scalar=lambda a, b, t: f"rt.right_shift_{'u' if t.kind == 'u' else 'i'}({a}, {b}, {t.itemsize * 8})")
+_COMPARE = ("int_checked", "comparison")
+equal = elementwise("equal", np.equal, 2, vjp=_ND, scalar=_infix("=="), flags=_COMPARE)
+not_equal = elementwise("not_equal", np.not_equal, 2, vjp=_ND, scalar=_infix("!="), flags=_COMPARE)
+less = elementwise("less", np.less, 2, vjp=_ND, scalar=_infix("<"), flags=_COMPARE)
+less_equal = elementwise("less_equal", np.less_equal, 2, vjp=_ND, scalar=_infix("<="), flags=_COMPARE)
+greater = elementwise("greater", np.greater, 2, vjp=_ND, scalar=_infix(">"), flags=_COMPARE)
+greater_equal = elementwise("greater_equal", np.greater_equal, 2, vjp=_ND, scalar=_infix(">="), flags=_COMPARE)
+
+# ---------------------------------------------------------------- choice, clipping and casts
+# Their scalar rules see the operand expressions as they are, with the
+# operands' avals and the result dtype (custom_scalar): not a ufunc loop.
+
+
+def _cast(expr: str, dtype) -> str:
+    return scalar_cast(expr, dtype)
+
+
+def _where_scalar(args, in_avals, out):
+    c, x, y = args
+    return f"({_cast(x, out)} if {c} else {_cast(y, out)})"
+
+
+where = elementwise("where", np.where, 3, scalar=_where_scalar, flags=("custom_scalar",),
+                    vjp=lambda ct, c, a, b, *, out: (None, where(c, ct, 0), where(c, 0, ct)))
+
+
+def _clip_vjp(ct, x, lo, hi, *, out):
+    # np.clip is minimum(maximum(x, lo), hi); ties go to x.
+    from_x = greater_equal(x, lo)
+    kept = less_equal(where(from_x, x, lo), hi)
+    return (where(logical_and(kept, from_x), ct, 0), where(logical_and(kept, logical_not(from_x)), ct, 0),
+            where(kept, 0, ct))
+
+
+def _clip_scalar(args, in_avals, out):
+    x, lo, hi = (_cast(v, out) for v in args)
+    return _cast(f"rt.minimum(rt.maximum({x}, {lo}), {hi})", out)
+
+
+clip = elementwise("clip", np.clip, 3, vjp=_clip_vjp, scalar=_clip_scalar, flags=("custom_scalar",))
 
 
 def _convert_abstract(x: Aval, *, dtype) -> Aval:
@@ -92,5 +338,29 @@ def _convert_impl(x, *, dtype):
     return np.asarray(x).astype(dtype)
 
 
-declare("convert", "elementwise", abstract=_convert_abstract, impl=_convert_impl)
+def _convert_scalar(args, in_avals, out):
+    (a,) = args
+    if out == np.bool_:
+        return f"({a} != 0)"
+    src = np.dtype(in_avals[0].dtype)
+    if src.kind == "f" and out.kind in "iu" and out.itemsize < 4:
+        # NumPy's C cast on x86 converts to a 32-bit int and wraps (40000.0 ->
+        # int16 -25536, NaN -> 0); LLVM's vector conversion would saturate.
+        return _cast(_cast(a, np.int32), out)
+    return _cast(a, out)
+
+
+declare("convert", "elementwise", abstract=_convert_abstract, impl=_convert_impl,
+        vjp=unary(lambda ct, x, out: ct), scalar=_convert_scalar,
+        flags=("recomputable", "identity", "custom_scalar"))
 ELEMENTWISE_OPS.append("convert")
+
+
+def convert(x, dtype):
+    return bind("convert", x, dtype=np.dtype(dtype))
+
+
+UNARY = [n for n in ELEMENTWISE_OPS if n not in ("convert", "where", "clip", "erf", "scalar_power")
+         and getattr(np, n, None) is not None and getattr(np, n).nin == 1]
+BINARY = [n for n in ELEMENTWISE_OPS if n not in ("convert", "where", "clip", "erf", "scalar_power")
+          and getattr(np, n, None) is not None and getattr(np, n).nin == 2]

@@ -1,49 +1,30 @@
-"""Indexing primitives: static slices, gathers by integer arrays, and their updates.
+"""Indexing primitives: gathers by integer arrays and their updates, strided views
+of a flat buffer (arguments that share memory), and diagonals.
 
-``slice`` and ``update_slice`` take one normalized ``(start, stop, step)``
-per axis (``stop`` is None where a negative step runs past index 0).
 ``gather``/``scatter`` index the axes in ``axes`` with integer arrays, with
 NumPy's advanced-indexing rule for where the broadcast index dimensions go.
 Everything NumPy's ``__getitem__``/``__setitem__`` accept is reduced to these
-in ``braze.indexing``.
+and to the static slices of ``ops/shape.py`` in ``braze.indexing``.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from .. import layout
 from ..aval import Aval
-from ..core import declare
+from ..core import bind, declare
 from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, where
 from ._util import broadcast_shapes
+from .elementwise import convert, equal, less, where as select
+from .shape import broadcast_to, dtype_of, full, reshape, shape_of, transpose
 
 
-def slice_length(start: int, stop, step: int) -> int:
-    return len(range(start, -1 if stop is None else stop, step))
+def gather(x, *idx, axes):
+    return bind("gather", x, *idx, axes=tuple(axes))
 
 
-def _slices(slices):
-    return tuple(slice(a, b, c) for a, b, c in slices)
-
-
-def _slice_abstract(x: Aval, *, slices):
-    return Aval(tuple(slice_length(*s) for s in slices), x.dtype, x.weak and not slices)
-
-
-def _slice_impl(x, *, slices):
-    return np.asarray(x)[_slices(slices)]
-
-
-def _update_slice_abstract(x: Aval, v: Aval, *, slices):
-    expected = tuple(slice_length(*s) for s in slices)
-    if v.shape != expected:
-        raise ShapeError(f"update_slice: value {v} does not fit region of shape {expected} of {x}{where()}")
-    return Aval(x.shape, x.dtype)
-
-
-def _update_slice_impl(x, v, *, slices):
-    out = np.array(x, copy=True)
-    out[_slices(slices)] = v
-    return out
+def scatter_add(x, v, *idx, axes):
+    return bind("scatter_add", x, v, *idx, axes=tuple(axes))
 
 
 def gather_shape(x_shape, index_shapes, axes) -> tuple[int, ...]:
@@ -177,11 +158,120 @@ def strided_indices(offset: int, shape, strides) -> np.ndarray:
     return idx
 
 
-declare("slice", "index", abstract=_slice_abstract, impl=_slice_impl)
-declare("strided_view", "index", abstract=_strided_view_abstract, impl=_strided_view_impl)
-declare("strided_update", "index", abstract=_strided_update_abstract, impl=_strided_update_impl)
-declare("update_slice", "index", abstract=_update_slice_abstract, impl=_update_slice_impl)
-declare("gather", "index", abstract=_gather_abstract, impl=_gather_impl)
-declare("scatter", "index", abstract=_scatter_abstract, impl=_scatter_impl)
-declare("scatter_add", "index", abstract=_scatter_abstract, impl=_scatter_add_impl)
-declare("take_along_axis", "index", abstract=_take_along_axis_abstract, impl=_take_along_axis_impl)
+
+
+def _scatter_inplace(x, v, *idx, axes):
+    x[_index_tuple(x.ndim, idx, axes)] = v
+    return x
+
+
+_scatter_inplace = _index_errors("scatter", _scatter_inplace)
+
+
+def _gather_vjp(ct, x, *idx, out, axes):
+    return (scatter_add(full(shape_of(x), 0, dtype_of(ct)), ct, *idx, axes=axes),) + (None,) * len(idx)
+
+
+def _scatter_add_vjp(ct, x, v, *idx, out, axes):
+    return (ct, gather(ct, *idx, axes=axes)) + (None,) * len(idx)
+
+
+def _scatter_vjp(ct, x, v, *idx, out, axes):
+    # Positions written get their cotangent from the value, the rest from x.
+    # With repeated indices every copy of a written value gets the cotangent.
+    dx = bind("scatter", ct, full(shape_of(v), 0, dtype_of(ct)), *idx, axes=axes)
+    return (dx, gather(ct, *idx, axes=axes)) + (None,) * len(idx)
+
+
+def _take_along_axis_vjp(ct, x, idx, *, out, axis):
+    shape = shape_of(x)
+    n = shape[axis]
+    if shape_of(idx)[axis] == 1:
+        # One index per line (a label per row): a one-hot comparison that
+        # fuses with the rest of the backward pass into one loop.
+        # Indices are in [-n, n) (the forward checked), so int32 holds them when
+        # n does: a 32-bit compare vectorizes with the float32 select (2x faster).
+        itype = np.int32 if n < 2**31 else np.intp
+        iota = np.arange(n, dtype=itype).reshape(tuple(n if i == axis else 1 for i in range(len(shape))))
+        idx = convert(select(less(idx, 0), idx + n, idx), itype)
+        return select(equal(iota, idx), ct, 0), None
+    # General case: scatter-add into zeros, with the other axes indexed by ranges.
+    ishape = shape_of(idx)
+    whole = tuple(d if i == axis else max(d, s) for i, (d, s) in enumerate(zip(ishape, shape)))
+    index = []
+    for i, d in enumerate(whole):
+        if i == axis:
+            index.append(broadcast_to(select(less(idx, 0), idx + n, idx), whole))
+        else:
+            index.append(np.broadcast_to(np.arange(d, dtype=np.intp).reshape(
+                tuple(d if j == i else 1 for j in range(len(whole)))), whole))
+    return scatter_add(full(shape, 0, dtype_of(ct)), broadcast_to(ct, whole), *index,
+                       axes=tuple(range(len(whole)))), None
+
+
+def _strided_view_vjp(ct, buf, *, out, offset, shape, strides):
+    idx = strided_indices(offset, shape, strides).reshape(-1)  # views may overlap themselves: add
+    return (scatter_add(full(shape_of(buf), 0, dtype_of(ct)), reshape(ct, (-1,)), idx, axes=(0,)),)
+
+
+def _strided_update_vjp(ct, buf, v, *, out, offset, shape, strides):
+    dbuf = bind("strided_update", ct, full(tuple(shape), 0, dtype_of(ct)), offset=offset, shape=shape,
+                strides=strides)
+    return dbuf, bind("strided_view", ct, offset=offset, shape=shape, strides=strides)
+
+
+# ---------------------------------------------------------------- diagonal
+
+
+def _diagonal_abstract(x: Aval, *, offset, axis1, axis2):
+    n1, n2 = x.shape[axis1], x.shape[axis2]
+    length = max(0, min(n1, n2 - offset) if offset >= 0 else min(n1 + offset, n2))
+    rest = tuple(d for i, d in enumerate(x.shape) if i not in (axis1, axis2))
+    return Aval(rest + (length,), x.dtype)
+
+
+def _diagonal_vjp(ct, x, *, out, offset, axis1, axis2):
+    # grad[..., i, j] = ct[..., i'] on the diagonal j - i = offset, 0 elsewhere
+    shape = shape_of(x)
+    n1, n2 = shape[axis1], shape[axis2]
+    length = shape_of(ct)[-1]
+    rest = shape_of(ct)[:-1]
+    if length == 0:
+        return (full(shape, 0, dtype_of(ct)),)
+    i, j = np.indices((n1, n2))
+    index = np.clip(np.where(offset >= 0, i, j), 0, length - 1)
+    on = (j - i) == offset
+    picked = gather(ct, index, axes=(len(rest),))  # (rest..., n1, n2)
+    grad = select(on, picked, 0)
+    nd = len(shape)
+    order = [k for k in range(nd) if k not in (axis1, axis2)]
+    perm = [0] * nd  # grad's axes are (rest..., axis1, axis2): put them back
+    for pos, k in enumerate(order + [axis1, axis2]):
+        perm[k] = pos
+    return (transpose(grad, perm),)
+
+
+def _diagonal_strides(strides, avals, params, aval):
+    src = strides[0]
+    if src is None:
+        return None
+    a1, a2 = params["axis1"], params["axis2"]
+    return tuple(s for i, s in enumerate(src) if i not in (a1, a2)) + (src[a1] + src[a2],)
+
+
+declare("gather", "index", abstract=_gather_abstract, impl=_gather_impl, vjp=_gather_vjp)
+declare("scatter", "index", abstract=_scatter_abstract, impl=_scatter_impl, vjp=_scatter_vjp,
+        inplace=_scatter_inplace, strides=lambda strides, avals, params, aval: strides[0])
+declare("scatter_add", "index", abstract=_scatter_abstract, impl=_scatter_add_impl, vjp=_scatter_add_vjp,
+        strides=lambda strides, avals, params, aval: strides[0])
+declare("take_along_axis", "index", abstract=_take_along_axis_abstract, impl=_take_along_axis_impl,
+        vjp=_take_along_axis_vjp)
+declare("strided_view", "index", abstract=_strided_view_abstract, impl=_strided_view_impl,
+        vjp=_strided_view_vjp, flags=("layout",),
+        view=lambda base, value, **params: bind("strided_update", base, value, **params),
+        strides=lambda strides, avals, params, aval: tuple(params["strides"]))
+declare("strided_update", "index", abstract=_strided_update_abstract, impl=_strided_update_impl,
+        vjp=_strided_update_vjp, strides=lambda strides, avals, params, aval: strides[0])
+declare("diagonal", "shape", abstract=_diagonal_abstract,
+        impl=lambda x, *, offset, axis1, axis2: np.diagonal(x, offset, axis1, axis2),  # read-only, as NumPy's
+        vjp=_diagonal_vjp, flags=("layout",), view="np.diagonal returns a read-only view", strides=_diagonal_strides)

@@ -10,9 +10,11 @@ import functools
 import numpy as np
 
 from ..aval import Aval
-from ..core import declare
-from ..errors import ShapeError, where
+from ..core import bind, declare
+from ..errors import ShapeError, UnsupportedOpError, where
 from ._util import dtype_error
+from .reduce import reduce_sum
+from .shape import broadcast_to, reshape, shape_of, transpose
 
 
 @functools.lru_cache(maxsize=256)
@@ -74,5 +76,69 @@ def _einsum_impl(*xs, subscripts):
     return np.einsum(subscripts, *xs, optimize=True)
 
 
-declare("matmul", "linalg", abstract=_matmul_abstract, impl=np.matmul)
-declare("einsum", "linalg", abstract=_einsum_abstract, impl=_einsum_impl)
+def matmul(a, b):
+    return bind("matmul", a, b)
+
+
+def einsum(subscripts, *xs):
+    return bind("einsum", *xs, subscripts=subscripts)
+
+
+def _swap_last(x):
+    nd = len(shape_of(x))
+    return transpose(x, tuple(range(nd - 2)) + (nd - 1, nd - 2))
+
+
+def _matmul_vjp(ct, a, b, *, out, wants):
+    a_shape, b_shape = shape_of(a), shape_of(b)
+    a2 = reshape(a, (1,) + a_shape) if len(a_shape) == 1 else a
+    b2 = reshape(b, b_shape + (1,)) if len(b_shape) == 1 else b
+    ct2 = ct
+    if len(a_shape) == 1:  # (the missing row axis of a 1-d left operand)
+        s = shape_of(ct2)
+        ct2 = reshape(ct2, s[:-1] + (1,) + s[-1:]) if len(b_shape) > 1 else reshape(ct2, s + (1,))
+    if len(b_shape) == 1:
+        ct2 = reshape(ct2, shape_of(ct2) + (1,))
+    da = matmul(ct2, _swap_last(b2)) if wants[0] else None
+    db = matmul(_swap_last(a2), ct2) if wants[1] else None
+    if da is not None and len(a_shape) == 1:
+        nd = len(shape_of(da))
+        da = reshape(reduce_sum(da, tuple(range(nd - 2))) if nd > 2 else da, a_shape)
+    if db is not None and len(b_shape) == 1:
+        db = reduce_sum(db, (len(shape_of(db)) - 1,))
+    return da, db
+
+
+def _einsum_vjp(ct, *xs, out, subscripts, wants):
+    ins, out_spec = parse_einsum(subscripts)
+    cts = []
+    for k, (spec, x) in enumerate(zip(ins, xs)):
+        if not wants[k]:
+            cts.append(None)
+            continue
+        if len(set(spec)) != len(spec):
+            raise UnsupportedOpError(
+                f"einsum {subscripts!r}: the gradient of an operand with a repeated index ({spec!r}, "
+                f"a diagonal) is not supported{where()}; write the diagonal with indexing instead"
+            )
+        others = [(s, o) for j, (s, o) in enumerate(zip(ins, xs)) if j != k]
+        available = set(out_spec).union(*[set(s) for s, _ in others]) if others else set(out_spec)
+        result_spec = "".join(c for c in spec if c in available)
+        specs = ",".join([out_spec] + [s for s, _ in others])
+        g = einsum(f"{specs}->{result_spec}", ct, *[o for _, o in others])
+        if result_spec != spec:  # letters only this operand had: summed, so broadcast back
+            shape = tuple(d if c in available else 1 for c, d in zip(spec, shape_of(x)))
+            g = broadcast_to(reshape(g, shape), shape_of(x))
+        cts.append(g)
+    return tuple(cts)
+
+
+def _c_order(strides, avals, params, aval):
+    from .. import layout
+
+    return layout.c_strides(aval.shape)
+
+
+declare("matmul", "linalg", abstract=_matmul_abstract, impl=np.matmul, vjp=_matmul_vjp, wants=True,
+        strides=_c_order)
+declare("einsum", "linalg", abstract=_einsum_abstract, impl=_einsum_impl, vjp=_einsum_vjp, wants=True)

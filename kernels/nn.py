@@ -19,8 +19,9 @@ import math
 
 import numpy as np
 
-import braze
 import braze.numpy as bnp
+from braze.autodiff import stop_gradient
+from braze.composite import composite
 
 
 def _rng():
@@ -45,24 +46,24 @@ def _rows(*shapes, scale=3.0):
     return examples
 
 
-@braze.composite("braze.nn.softmax", examples=_rows((4, 9), (3, 2, 17), (1, 1)))
+@composite("braze.nn.softmax", examples=_rows((4, 9), (3, 2, 17), (1, 1)))
 def softmax(x, *, axis=-1):
     """``exp(x - max) / sum(exp(x - max))`` along ``axis``."""
-    e = np.exp(x - braze.stop_gradient(x.max(axis=axis, keepdims=True)))
+    e = np.exp(x - stop_gradient(x.max(axis=axis, keepdims=True)))
     return e / e.sum(axis=axis, keepdims=True)
 
 
-@braze.composite("braze.nn.log_softmax", examples=_rows((4, 9), (3, 2, 17), (1, 1)))
+@composite("braze.nn.log_softmax", examples=_rows((4, 9), (3, 2, 17), (1, 1)))
 def log_softmax(x, *, axis=-1):
     """``x - logsumexp(x)`` along ``axis``, computed stably."""
-    s = x - braze.stop_gradient(x.max(axis=axis, keepdims=True))
+    s = x - stop_gradient(x.max(axis=axis, keepdims=True))
     return s - np.log(np.exp(s).sum(axis=axis, keepdims=True))
 
 
-@braze.composite("braze.nn.logsumexp", examples=_rows((4, 9), (3, 2, 17), (1, 1)))
+@composite("braze.nn.logsumexp", examples=_rows((4, 9), (3, 2, 17), (1, 1)))
 def logsumexp(x, *, axis=-1, keepdims=False):
     """``log(sum(exp(x)))`` along ``axis``; rows of all ``-inf`` give ``-inf``."""
-    m = braze.stop_gradient(x.max(axis=axis, keepdims=True))  # the shift changes no derivative
+    m = stop_gradient(x.max(axis=axis, keepdims=True))  # the shift changes no derivative
     m = np.where(np.isfinite(m), m, 0)
     out = m + np.log(np.exp(x - m).sum(axis=axis, keepdims=True))
     return out if keepdims else np.squeeze(out, axis=axis)
@@ -81,7 +82,7 @@ def _norm_examples():
     return out
 
 
-@braze.composite("braze.nn.layer_norm", examples=_norm_examples)
+@composite("braze.nn.layer_norm", examples=_norm_examples)
 def layer_norm(x, gamma, beta, *, eps=1e-5):
     """Normalize over the last axis to zero mean and unit variance, then scale
     by ``gamma`` and shift by ``beta``."""
@@ -94,7 +95,7 @@ def _rms_examples():
     return [((x, g), attrs) for (x, g, _), attrs in _norm_examples()]
 
 
-@braze.composite("braze.nn.rms_norm", examples=_rms_examples)
+@composite("braze.nn.rms_norm", examples=_rms_examples)
 def rms_norm(x, gamma, *, eps=1e-6):
     """``x / sqrt(mean(x**2) + eps) * gamma`` over the last axis."""
     return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps) * gamma
@@ -105,7 +106,7 @@ def _gelu_examples():
     return [(args, {"approximate": a}) for args in base for a in (True, False)]
 
 
-@braze.composite("braze.nn.gelu", examples=_gelu_examples)
+@composite("braze.nn.gelu", examples=_gelu_examples)
 def gelu(x, *, approximate=True):
     """GELU: the tanh approximation (``approximate=True``) or exact, with erf."""
     if approximate:
@@ -113,13 +114,13 @@ def gelu(x, *, approximate=True):
     return 0.5 * x * (1.0 + bnp.erf(x * (1.0 / math.sqrt(2.0))))
 
 
-@braze.composite("braze.nn.sigmoid", examples=_rows((4, 9), (1000,), scale=8.0))
+@composite("braze.nn.sigmoid", examples=_rows((4, 9), (1000,), scale=8.0))
 def sigmoid(x):
     """``1 / (1 + exp(-x))``."""
     return 1.0 / (1.0 + np.exp(-x))
 
 
-@braze.composite("braze.nn.silu", examples=_rows((4, 9), (1000,), scale=8.0))
+@composite("braze.nn.silu", examples=_rows((4, 9), (1000,), scale=8.0))
 def silu(x):
     """``x * sigmoid(x)``."""
     return x / (1.0 + np.exp(-x))
@@ -136,11 +137,11 @@ def _xent_examples():
     return out
 
 
-@braze.composite("braze.nn.softmax_cross_entropy", examples=_xent_examples)
+@composite("braze.nn.softmax_cross_entropy", examples=_xent_examples)
 def softmax_cross_entropy(logits, labels):
     """Mean over the batch of ``-log softmax(logits)[label]``; ``logits`` is
     (N, C), ``labels`` (N,) integers in ``[0, C)``."""
-    m = braze.stop_gradient(logits.max(axis=-1, keepdims=True))
+    m = stop_gradient(logits.max(axis=-1, keepdims=True))
     lse = np.log(np.exp(logits - m).sum(axis=-1, keepdims=True)) + m
     picked = np.take_along_axis(logits, labels[:, None], axis=-1)
     return (lse - picked).mean()
@@ -158,7 +159,7 @@ def _attention_examples():
     return out
 
 
-@braze.composite("braze.nn.attention", examples=_attention_examples)
+@composite("braze.nn.attention", examples=_attention_examples)
 def attention(q, k, v, *, causal=False, scale=None):
     """Scaled dot-product attention ``softmax(q @ k^T * scale) @ v`` over the
     last two axes (``scale`` defaults to ``1/sqrt(d)``); ``causal`` masks

@@ -21,7 +21,7 @@ import functools
 
 import numpy as np
 
-import braze
+from braze.registry import register_kernel
 
 MAX_GRID = 65535  # blocks per launch; further rows are grid-strided
 CACHE_ELEMS = 2048  # row values kept in shared memory between passes (16 KiB of float64)
@@ -205,10 +205,10 @@ def _same(x, *_, **__):
     return tuple(x.shape), x.dtype
 
 
-braze.register_kernel("braze.nn.softmax", "cuda", fn=softmax_forward, when=_softmax_when,
-                      backward=softmax_backward, abstract=_same)
-braze.register_kernel("braze.nn.layer_norm", "cuda", fn=layer_norm_forward, when=_layer_norm_when,
-                      backward=layer_norm_backward, abstract=_same)
-braze.register_kernel("braze.nn.softmax_cross_entropy", "cuda", fn=xent_forward, when=_xent_when,
-                      backward=xent_backward, abstract=lambda logits, labels: ((), logits.dtype))
+register_kernel("braze.nn.softmax", "cuda", fn=softmax_forward, when=_softmax_when,
+               backward=softmax_backward, abstract=_same)
+register_kernel("braze.nn.layer_norm", "cuda", fn=layer_norm_forward, when=_layer_norm_when,
+               backward=layer_norm_backward, abstract=_same)
+register_kernel("braze.nn.softmax_cross_entropy", "cuda", fn=xent_forward, when=_xent_when,
+               backward=xent_backward, abstract=lambda logits, labels: ((), logits.dtype))
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
+from braze.core import NUMPY_IMPL
 from braze.graph import Graph
 
 
@@ -40,6 +41,28 @@ class SlotLayout:
         for i, k in self.captures:
             slots[i] = self.graph_captures[k]
         return slots
+
+
+def numpy_loop(loop, slot_of: dict, load: Callable = lambda v: v, store: Callable = lambda v: v):
+    """A runner evaluating a fused loop's members op by op with NumPy (the
+    generic target's rule table), for loops a compiling target does not
+    generate code for (float16). ``load``/``store`` move values between the
+    target's slots and NumPy (the cuda target: device to host and back)."""
+    plan = [(id(m), NUMPY_IMPL[m.op], [(id(i), slot_of.get(id(i)), i) for i in m.inputs], m.kw)
+            for m in loop.members]
+    outs = [(id(o), slot_of[id(o)]) for o in loop.outputs]
+
+    def run(slots):
+        values = {}
+        for key, fn, ins, params in plan:
+            # constants as the Python scalars they were (weak: NumPy's promotion keeps float16)
+            args = [values[i] if i in values else (n.kw["value"].value if n.op == "const" else load(slots[s]))
+                    for i, s, n in ins]
+            values[key] = fn(*args, **params)
+        for key, slot in outs:
+            slots[slot] = store(values[key])
+
+    return run
 
 
 class Executable:

@@ -23,9 +23,9 @@ import os
 import numpy as np  # noqa: E402
 
 from braze.core import NUMPY_IMPL, PRIMITIVES  # noqa: E402
-from braze.fusion import Loop, Program, fuse  # noqa: E402
+from braze.fusion import Loop, Program  # noqa: E402
 from braze.graph import Graph  # noqa: E402
-from braze.passes import inline_composites, run_passes  # noqa: E402
+from braze.pipeline import fused  # noqa: E402
 
 import logging  # noqa: E402
 import threading  # noqa: E402
@@ -33,7 +33,7 @@ import time  # noqa: E402
 
 from . import cpu_cache, cpu_memory  # noqa: E402
 from .cpu_memory import fits, outputs, overlapping  # noqa: E402
-from .base import Executable, SlotLayout, Target  # noqa: E402
+from .base import Executable, SlotLayout, Target, numpy_loop  # noqa: E402
 from .cpu_codegen import PARALLEL_MIN, generate  # noqa: E402
 
 
@@ -134,25 +134,6 @@ def _loop_runner(loop: Loop, slot_of: dict, kernel, ks, buffers: dict, tier_up: 
     return run
 
 
-def _numpy_loop_runner(loop: Loop, slot_of: dict):
-    """Evaluate a loop's ops with NumPy (float16, which numba cannot hold in arrays)."""
-    plan = [(id(m), NUMPY_IMPL[m.op], [(id(i), slot_of.get(id(i)), i) for i in m.inputs], m.kw)
-            for m in loop.members]
-    outs = [(id(o), slot_of[id(o)]) for o in loop.outputs]
-
-    def run(call):
-        slots = call.slots
-        values = {}
-        for key, fn, ins, params in plan:
-            args = [values[i] if i in values else (slots[s] if s is not None else n.kw["value"].value)
-                    for i, s, n in ins]
-            values[key] = fn(*args, **params)
-        for key, slot in outs:
-            slots[slot] = values[key]
-
-    return run
-
-
 # Generated kernels nest one Python loop per dimension, and Python allows 20
 # nested blocks: loops of higher rank (many size-1 dimensions, in practice)
 # are evaluated with NumPy instead.
@@ -194,9 +175,6 @@ class CPUTarget(Target):
 
     name = "cpu"
 
-    def __init__(self):
-        from braze.kernels import nn_cpu  # noqa: F401  (registers the library's cpu kernels)
-
     def is_available(self) -> bool:
         return True
 
@@ -209,8 +187,7 @@ class CPUTarget(Target):
 
     def lower(self, graph: Graph, donated=frozenset(), mutable=frozenset()) -> Executable:
         record: dict = {}
-        graph, _ = run_passes(inline_composites(graph, record))
-        program = fuse(graph)
+        program = fused(graph, record)
         executable = lower_program(program, frozenset(donated), frozenset(mutable))
         executable.sites = _kernels_of_sites(program, record)
         return executable
@@ -234,7 +211,7 @@ def lower_program(program: Program, donated=frozenset(), mutable=frozenset()) ->
     runners, sources = [], []
     for index, step in enumerate(program.steps):
         if isinstance(step, Loop) and _needs_numpy(step):
-            runners.append(_numpy_loop_runner(step, slot_of))
+            runners.append(lambda call, run=numpy_loop(step, slot_of): run(call.slots))
             sources.append(f"# {step.name}: {_needs_numpy(step)}")
         elif isinstance(step, Loop):
             ks = generate(step)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numba
 
-import braze
+from braze._version import __version__
 from braze.log import logger
 
 _lock = threading.RLock()
@@ -89,7 +89,7 @@ def cache_dir() -> str:
 
 
 def key_of(source: str) -> str:
-    text = "\n".join([source, braze.__version__, numba.__version__, _CPU, _RUNTIME])
+    text = "\n".join([source, __version__, numba.__version__, _CPU, _RUNTIME])
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 

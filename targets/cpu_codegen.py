@@ -34,6 +34,7 @@ from braze.fusion import LAYOUT_OPS, REDUCE_OPS, Loop
 from braze.graph import Node
 
 from . import cpu_runtime as rt
+from .reductions import CPU, Sum, reduction
 from .scalar import CpuOps, cast, literal, np_type
 
 TRIG = ("sin", "cos")
@@ -84,59 +85,10 @@ FASTMATH = "False"
 BLOCK = 256
 
 
-def _keyed(node: Node) -> bool:
-    """Float max/min reduce integer order keys (see cpu_runtime.fkey)."""
-    return node.op in ("reduce_max", "reduce_min") and np.dtype(node.aval.dtype).kind == "f"
-
-
-def _blocked(node: Node) -> bool:
-    """A float sum: accumulated in vectorized blocks (see BLOCK)."""
-    return node.op == "reduce_sum" and np.dtype(node.aval.dtype) in (np.float32, np.float64)
-
-
-def _compensated(node: Node) -> bool:
-    """A float64 sum: its blocks are added with Neumaier's compensation."""
-    return node.op == "reduce_sum" and np.dtype(node.aval.dtype) == np.float64
-
-
-def _acc_dtype(node: Node) -> np.dtype:
-    out = np.dtype(node.aval.dtype)
-    if node.op == "reduce_sum" and out.kind == "f" and out.itemsize < 8:
-        return np.dtype(np.float64)  # float32 sums: block partials added in float64
-    if _keyed(node):
-        return np.dtype(np.int32 if out.itemsize == 4 else np.int64)
-    return out  # (float products multiply in their own dtype, in order, as NumPy's)
-
-
-def _init(node: Node) -> str:
-    dt = _acc_dtype(node)
-    src = np.dtype(node.inputs[0].aval.dtype)
-    op = node.op
-    if op == "reduce_sum":
-        return literal(0, dt)
-    if op == "reduce_prod":
-        return literal(1, dt)
-    if _keyed(node):
-        from .cpu_runtime import key_of_float
-
-        return literal(key_of_float(-np.inf if op == "reduce_max" else np.inf, node.aval.dtype), dt)
-    if op in ("reduce_max", "argmax"):
-        ref = dt if op == "reduce_max" else src
-        return literal(-np.inf, ref) if ref.kind == "f" else literal(np.iinfo(ref).min if ref.kind in "iu" else 0, ref)
-    if op in ("reduce_min", "argmin"):
-        ref = dt if op == "reduce_min" else src
-        return literal(np.inf, ref) if ref.kind == "f" else literal(np.iinfo(ref).max if ref.kind in "iu" else 1, ref)
-    if op == "reduce_any":
-        return "False"
-    if op == "reduce_all":
-        return "True"
-    raise AssertionError(op)
-
-
 _INNER_INDEX = re.compile(r"\bj\d")
 
 
-class _Writer:
+class Writer:
     def __init__(self):
         self.lines: list[str] = []
         self.depth = 1
@@ -152,10 +104,15 @@ class _Writer:
 
 
 def generate(loop: Loop, name: str = "kernel") -> KernelSource:
-    return _Gen(loop, name).build()
+    return LoopCodegen(loop, name).build()
 
 
-class _Gen:
+class LoopCodegen:
+    """Source for one fused loop: the expression walk (each member through the
+    target's ops handler, ``ops``), loads, and the cpu's loop skeletons. The
+    cuda target subclasses it with its own skeletons, loads and ops handler;
+    both emit reductions through the reduction table (``dialect``)."""
+
     ops = CpuOps()  # the scalar code of each elementwise op on this target (the ops handler)
 
     def __init__(self, loop: Loop, name: str):
@@ -408,7 +365,7 @@ class _Gen:
             self.consts, self.const_names = [], {}
             self.nin = self.r if self.r else (1 if self.R >= 1 else 0)
             self.rng = "prange" if parallel else "range"
-            body = _Writer()
+            body = Writer()
             if self.R == 0:
                 self._scalar_body(body)
             elif self.od == 0 and self.R == 1 and not self.npasses and not self.has_trig and not self.row_outputs:
@@ -422,7 +379,7 @@ class _Gen:
         return KernelSource(src, list(loop.leaves), list(loop.outputs), list(self.consts), self.leaf_shapes,
                             self.has_trig)
 
-    def _function(self, name: str, parallel: bool, body: "_Writer") -> str:
+    def _function(self, name: str, parallel: bool, body: "Writer") -> str:
         loop = self.loop
         args = (
             [self.leaf_names[id(n)] for n in loop.leaves]
@@ -434,7 +391,7 @@ class _Gen:
         flags = f"parallel={parallel}, fastmath={FASTMATH}, {FLAGS}"
         return f"\n\n@njit({flags})\ndef {name}({', '.join(args)}):\n" + "\n".join(body.lines) + "\n"
 
-    def _row_env(self, w: _Writer, env: dict, upto: int) -> None:
+    def _row_env(self, w: Writer, env: dict, upto: int) -> None:
         """Emit row values (keep/drop, non-reduction) whose inputs are ready after pass ``upto``."""
         for m in self.loop.members:
             if self.space[id(m)] == "full" or m.op in REDUCE_OPS or id(m) in env:
@@ -448,73 +405,37 @@ class _Gen:
     def _reductions(self, p: int) -> list[Node]:
         return [m for m in self.loop.members if self.pass_of.get(id(m)) == p]
 
+    # ---- reductions: the table's operations (targets/reductions.py)
+    dialect = CPU
+
+    def _red(self, red: Node):
+        return reduction(red, self.dialect)
+
     def _acc_update(self, red: Node, value: str, acc: str, flat: str) -> list[str]:
-        op = red.op
-        dt = _acc_dtype(red)
-        if op == "reduce_sum":
-            if _blocked(red) and self._blocking:
-                return [f"{acc}_b = rt.radd({acc}_b, {cast(value, red.aval.dtype)})"]
-            return [f"{acc} += {cast(value, dt)}"]
-        if op == "reduce_prod":
-            return [f"{acc} *= {cast(value, dt)}"]
-        if op in ("reduce_max", "reduce_min"):
-            cmp = ">" if op == "reduce_max" else "<"
-            if _keyed(red):
-                key = f"k_{acc}"
-                return [f"{key} = rt.fkey({value})",
-                        f"{acc} = {key} if {key} {cmp} {acc} else {acc}",
-                        f"{acc}_nan = {acc}_nan | ({value} != {value})"]
-            return [f"{acc} = {value} if {value} {cmp} {acc} else {acc}"]
-        if op == "reduce_any":
-            return [f"{acc} = {acc} | ({value} != 0)"]
-        if op == "reduce_all":
-            return [f"{acc} = {acc} & ({value} != 0)"]
-        cmp = ">" if op == "argmax" else "<"
-        return [
-            f"if not {acc}_nan:",
-            f"    if {value} != {value}:",
-            f"        {acc}_nan = True",
-            f"        {acc}_i = {flat}",
-            f"    elif {value} {cmp} {acc}:",
-            f"        {acc} = {value}",
-            f"        {acc}_i = {flat}",
-        ]
+        r = self._red(red)
+        if self._blocking and isinstance(r, Sum) and r.blockable:
+            return [r.block_update(acc, value)]
+        return r.update(acc, value, flat)
 
     def _acc_init(self, red: Node, acc: str) -> list[str]:
-        lines = [f"{acc} = {_init(red)}"]
-        if red.op in ("argmax", "argmin"):
-            lines.append(f"{acc}_i = 0")
-            lines.append(f"{acc}_nan = False")
-        elif _keyed(red):
-            lines.append(f"{acc}_nan = False")
-        elif _compensated(red):
-            lines.append(f"{acc}_c = np.float64(0.0)")
-        return lines
+        return self._red(red).init(acc)
 
     def _acc_result(self, red: Node, acc: str) -> str:
-        dt = np.dtype(red.aval.dtype)
-        if red.op in ("argmax", "argmin"):
-            return f"{acc}_i"
-        if _keyed(red):
-            return cast(f"({literal(np.nan, dt)} if {acc}_nan else rt.funkey({acc}))", dt)
-        if _compensated(red):
-            return f"rt.compensated({acc}, {acc}_c)"
-        return cast(acc, dt)
+        return self._red(red).finalize(acc)
 
-    # ---- blocked float sums (see BLOCK)
-    def _block_open(self, w: _Writer, reds, accs: dict) -> None:
+    def _blocked(self, reds) -> list:
+        """The float sums among ``reds``: added in vectorized blocks (see BLOCK)."""
+        return [r for r in reds if isinstance(self._red(r), Sum) and self._red(r).blockable]
+
+    def _block_open(self, w: Writer, reds, accs: dict) -> None:
         for r in reds:
-            w(f"{accs[id(r)]}_b = {literal(0, r.aval.dtype)}")
+            w(self._red(r).block_init(accs[id(r)]))
 
-    def _block_close(self, w: _Writer, reds, accs: dict) -> None:
+    def _block_close(self, w: Writer, reds, accs: dict) -> None:
         for r in reds:
-            acc = accs[id(r)]
-            if _compensated(r):
-                w(f"{acc}, {acc}_c = rt.neumaier({acc}, {acc}_c, {acc}_b)")
-            else:
-                w(f"{acc} += np.float64({acc}_b)")
+            w(self._red(r).block_close(accs[id(r)]))
 
-    def _innermost(self, w: _Writer, var: str, lo: str, hi: str, reds, accs: dict) -> int:
+    def _innermost(self, w: Writer, var: str, lo: str, hi: str, reds, accs: dict) -> int:
         """Open the innermost loop ``for var in range(lo, hi)``, in blocks when
         ``reds`` (blocked sums) accumulate in it; returns the levels opened."""
         if not reds:
@@ -528,7 +449,7 @@ class _Gen:
         w.indent()
         return 2
 
-    def _innermost_close(self, w: _Writer, levels: int, reds, accs: dict) -> None:
+    def _innermost_close(self, w: Writer, levels: int, reds, accs: dict) -> None:
         w.dedent()
         if levels == 2:
             self._block_close(w, reds, accs)
@@ -544,7 +465,7 @@ class _Gen:
             expr = f"({expr} * {sizes[k]} + j{k})"
         return expr
 
-    def _pass_body(self, w: _Writer, env: dict, p: int, accs: dict, out_flat: str) -> None:
+    def _pass_body(self, w: Writer, env: dict, p: int, accs: dict, out_flat: str) -> None:
         for line in self._pass_lines(env, p, accs, out_flat):
             w(line)
 
@@ -575,7 +496,7 @@ class _Gen:
                 lines.append(f"o{self.out_index[id(out)]}[{out_flat}] = {value}")
         return lines
 
-    def _rows_loop(self, w: _Writer, rng: str) -> None:
+    def _rows_loop(self, w: Writer, rng: str) -> None:
         w(f"no = {' * '.join(f'd{k}' for k in range(self.od))}")
         w(f"ni = {' * '.join(self._inner_sizes())}")
         w(f"for o in {rng}(no):")
@@ -597,7 +518,7 @@ class _Gen:
                 accs[id(red)] = f"acc{len(accs)}"
                 for line in self._acc_init(red, accs[id(red)]):
                     w(line)
-            blocked = [r for r in self._reductions(p) if _blocked(r)]
+            blocked = self._blocked(self._reductions(p))
             self._blocking = bool(blocked)
             self._hoist = []
             body = self._pass_lines(env, p, accs, f"np.uint64(o * ni + {self._flat_inner()})")
@@ -633,7 +554,7 @@ class _Gen:
             w(line)
         return var
 
-    def _flat_body(self, w: _Writer) -> None:
+    def _flat_body(self, w: Writer) -> None:
         """1-D, no reductions: one prange over the elements (numba splits it
         into one contiguous block per thread, which vectorizes best)."""
         env: dict = {"__lines__": []}
@@ -643,7 +564,7 @@ class _Gen:
         self._pass_body(w, env, 1, {}, "j0")
         w.dedent()
 
-    def _global_body(self, w: _Writer) -> None:
+    def _global_body(self, w: Writer) -> None:
         """No outer axes: chunked prange over the first axis, partials per chunk."""
         w(f"ntot = {' * '.join(f'd{k}' for k in range(self.R))}")
         w(f"nch = (d0 + {CHUNK} - 1) // {CHUNK}" if self.rng == "prange" else "nch = 1")
@@ -657,21 +578,15 @@ class _Gen:
             for red in reds:
                 acc = f"acc{len(accs)}_p{p}"
                 accs[id(red)] = acc
-                w(f"{acc}_part = np.empty(nch, {np_type(_acc_dtype(red))})")
-                if red.op in ("argmax", "argmin"):
-                    w(f"{acc}_ipart = np.empty(nch, np.int64)")
-                    w(f"{acc}_npart = np.empty(nch, np.bool_)")
-                elif _keyed(red):
-                    w(f"{acc}_npart = np.empty(nch, np.bool_)")
-                elif _compensated(red):
-                    w(f"{acc}_cpart = np.empty(nch, np.float64)")
+                for sfx, dt in self._red(red).parts():  # the chunk partials
+                    w(f"{acc}{sfx}_part = np.empty(nch, {np_type(dt)})")
             w(f"for c in {self.rng}(nch):")
             w.indent()
             self._trig_open(w)
             for red in reds:
                 for line in self._acc_init(red, accs[id(red)]):
                     w(line)
-            blocked = [r for r in reds if _blocked(r)]
+            blocked = self._blocked(reds)
             self._blocking = bool(blocked)
             lo, hi = "c * step", "min(d0, (c + 1) * step)"
             if self.R == 1:
@@ -699,14 +614,8 @@ class _Gen:
             self._trig_close(w)
             for red in reds:
                 acc = accs[id(red)]
-                w(f"{acc}_part[c] = {acc}")
-                if red.op in ("argmax", "argmin"):
-                    w(f"{acc}_ipart[c] = {acc}_i")
-                    w(f"{acc}_npart[c] = {acc}_nan")
-                elif _keyed(red):
-                    w(f"{acc}_npart[c] = {acc}_nan")
-                elif _compensated(red):
-                    w(f"{acc}_cpart[c] = {acc}_c")
+                for sfx, _ in self._red(red).parts():
+                    w(f"{acc}{sfx}_part[c] = {acc}{sfx}")
             w.dedent()
             for red in reds:
                 acc = accs[id(red)]
@@ -714,29 +623,11 @@ class _Gen:
                     w(line)
                 w("for c in range(nch):")
                 w.indent()
-                w(f"v = {acc}_part[c]")
-                if red.op in ("argmax", "argmin"):
-                    cmp = ">" if red.op == "argmax" else "<"
-                    w(f"if not {acc}_nan:")
-                    w(f"    if {acc}_npart[c]:")
-                    w(f"        {acc}_nan = True")
-                    w(f"        {acc}_i = {acc}_ipart[c]")
-                    w(f"    elif v {cmp} {acc} or c == 0:")
-                    w(f"        {acc} = v")
-                    w(f"        {acc}_i = {acc}_ipart[c]")
-                elif _compensated(red):
-                    w(f"{acc}, {acc}_c = rt.neumaier({acc}, {acc}_c, v)")
-                    w(f"{acc}_c += {acc}_cpart[c]")
-                else:
-                    combine = {"reduce_sum": f"{acc} += v", "reduce_prod": f"{acc} *= v",
-                               "reduce_any": f"{acc} = {acc} | v", "reduce_all": f"{acc} = {acc} & v"}
-                    if red.op in combine:
-                        w(combine[red.op])
-                    else:
-                        cmp = ">" if red.op == "reduce_max" else "<"
-                        w(f"{acc} = v if v {cmp} {acc} else {acc}")
-                        if _keyed(red):
-                            w(f"{acc}_nan = {acc}_nan | {acc}_npart[c]")
+                r = self._red(red)
+                for sfx, _ in r.parts():
+                    w(f"v{sfx} = {acc}{sfx}_part[c]")
+                for line in r.combine(acc, "v"):
+                    w(line)
                 w.dedent()
                 var = self._fresh("red")
                 w(f"{var} = {self._acc_result(red, acc)}")
@@ -747,7 +638,7 @@ class _Gen:
             w(f"o{self.out_index[id(out)]}[0] = {value}")
         self._trig_close(w)
 
-    def _scalar_body(self, w: _Writer) -> None:
+    def _scalar_body(self, w: Writer) -> None:
         env: dict = {"__lines__": []}
         self._trig_open(w)
         for out in self.loop.outputs:

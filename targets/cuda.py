@@ -36,16 +36,16 @@ import numpy as np
 
 from braze.core import NUMPY_IMPL
 from braze.errors import TargetError, where
-from braze.fusion import Loop, Program, View, fuse
+from braze.fusion import Loop, Program, View
 from braze.graph import Graph
-from braze.passes import inline_composites, run_passes
+from braze.pipeline import fused
 
 from . import cpu_cache, cpu_memory
-from .base import Executable, SlotLayout, Target
+from .base import Executable, SlotLayout, Target, numpy_loop
 from .cuda_codegen import MAXT, generate
 from .cuda_index import gather, scatter_add, take_along_axis
-from .cuda_memory import (DArray, _c_strides, _Device, _grid, _import_cuda, _sliced, assign, contiguous_copy,
-                          device, simulated, view)
+from .cuda_memory import (DArray, _c_strides, _Device, _grid, _import_cuda, _sliced, assign, contiguous_copy, device,
+                          overlapping_device, simulated, view)
 
 SIMULATOR_HINT = (
     "to run the cuda target without a GPU, on numba's CUDA simulator (slow; for tests), set "
@@ -90,14 +90,22 @@ class _Ctx:
     pools (cpu_memory.plan: dead after their last reader) reuse this thread's
     device buffers from earlier calls; so do results when the call returns
     NumPy arrays (they are copied to the host before the call ends). Results
-    handed back as device arrays are fresh allocations."""
+    handed back as device arrays are fresh allocations, or, for an input the
+    caller donated (``donate_argnums``), that input's device memory."""
 
-    __slots__ = ("dev", "pool", "kept", "to_host")
+    __slots__ = ("dev", "pool", "kept", "to_host", "slots", "safe")
 
-    def __init__(self, dev, pool, kept, to_host):
+    def __init__(self, dev, pool, kept, to_host, slots, safe):
         self.dev, self.pool, self.kept, self.to_host = dev, pool, kept, to_host
+        self.slots, self.safe = slots, safe
 
     def buffer(self, slot, spec, shape, dtype) -> DArray:
+        if spec is not None and spec[0] == "donate":
+            value = self.slots[spec[1]]
+            if (self.safe and isinstance(value, DArray) and value.off == 0 and value.shape == shape
+                    and value.dtype == np.dtype(dtype) and value.contiguous):
+                return value
+            spec = spec[2]
         if spec is not None and spec[0] == "pool":
             value = self.pool[spec[1]]
             if value is None:
@@ -191,24 +199,6 @@ def _on_host(loop: Loop) -> str | None:
     if any(np.dtype(n.aval.dtype) == np.float16 for n in list(loop.members) + list(loop.leaves)):
         return "float16: evaluated on the host with NumPy (no float16 kernels on cuda)"
     return None
-
-
-def _host_loop_runner(dev: _Device, loop: Loop, slot_of: dict):
-    plan = [(id(m), NUMPY_IMPL[m.op], [(id(i), slot_of.get(id(i)), i) for i in m.inputs], m.kw)
-            for m in loop.members]
-    outs = [(id(o), slot_of[id(o)]) for o in loop.outputs]
-
-    def run(slots, ctx):
-        values = {}
-        for key, fn, ins, params in plan:
-            # constants as the Python scalars they were (weak: NumPy's promotion keeps float16)
-            args = [values[i] if i in values else (n.kw["value"].value if n.op == "const" else dev.host(slots[s]))
-                    for i, s, n in ins]
-            values[key] = fn(*args, **params)
-        for key, slot in outs:
-            slots[slot] = dev.put(np.asarray(values[key]))
-
-    return run
 
 
 # ---------------------------------------------------------------- externs
@@ -321,8 +311,6 @@ class CUDATarget(Target):
                 else:
                     detail = ""
                 self._why = None if ok else f"no CUDA GPU or driver is available here{detail}"
-                if ok:
-                    from braze.kernels import nn_cuda  # noqa: F401  (registers the cuda kernels)
         return self._why
 
     def is_available(self) -> bool:
@@ -349,22 +337,24 @@ class CUDATarget(Target):
 
     def lower(self, graph: Graph, donated=frozenset(), mutable=frozenset()) -> Executable:
         self.check_available()
-        record: dict = {}
-        graph, _ = run_passes(inline_composites(graph, record))
-        return lower_program(fuse(graph))
+        return lower_program(fused(graph), frozenset(donated), frozenset(mutable))
 
 
-def lower_program(program: Program) -> Executable:
+def lower_program(program: Program, donated=frozenset(), mutable=frozenset()) -> Executable:
+    """``mutable`` is accepted for the protocol: updates in place run as copy
+    and write kernels here, so only ``donated`` inputs are written into."""
     dev = device()
     graph = program.graph
     layout = SlotLayout(graph)
     slot_of = layout.slot_of
     runners, sources, notes = [], [], {}  # notes: step name -> how the cuda target runs it
-    memory = cpu_memory.plan(program, slot_of, frozenset(), frozenset())
+    memory = cpu_memory.plan(program, slot_of, donated, frozenset())
+    ninputs = len(graph.inputs)
     local = threading.local()
     for step in program.steps:
         if isinstance(step, Loop) and _on_host(step):
-            runners.append(_host_loop_runner(dev, step, slot_of))
+            run = numpy_loop(step, slot_of, dev.host, lambda v: dev.put(np.asarray(v)))
+            runners.append(lambda slots, ctx, run=run: run(slots))
             notes[step.name] = _on_host(step)
         elif isinstance(step, Loop):
             runner = _LoopRunner(dev, step, slot_of, memory.buffer)
@@ -401,7 +391,9 @@ def lower_program(program: Program) -> Executable:
         pools = getattr(local, "pools", None)
         if pools is None:
             pools = local.pools = ([None] * len(memory.pool), {})
-        ctx = _Ctx(dev, pools[0], pools[1], not on_device)
+        # a donated input's memory takes a result only if no other input overlaps it
+        safe = not memory.checks_inputs or not overlapping_device(dev, slots[:ninputs])
+        ctx = _Ctx(dev, pools[0], pools[1], not on_device, slots, safe)
         for r in runners:
             r(slots, ctx)
         values = [slots[j] for j in out_slots]

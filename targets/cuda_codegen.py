@@ -1,7 +1,7 @@
 """Generate ``numba.cuda`` source for one fused ``Loop`` (see ``braze.fusion``).
 
 The expression code (which op, which casts, NumPy's loop dtypes) is the
-``cpu`` target's (``cpu_codegen._Gen``), with the cuda ops handler
+``cpu`` target's (``cpu_codegen.LoopCodegen``), with the cuda ops handler
 (``CudaOps``, a ``CpuOps`` that emits libdevice and unfused products where
 numba.cuda and the numerics contract need them); this module replaces the
 loop skeletons, the loads and the reductions.
@@ -43,7 +43,8 @@ import numpy as np
 from braze.fusion import REDUCE_OPS, Loop
 from braze.graph import Node
 
-from .cpu_codegen import KernelSource, _Gen, _Writer, _acc_dtype
+from .cpu_codegen import KernelSource, LoopCodegen, Writer
+from .reductions import CUDA
 from .scalar import VECTOR_MATH, CpuOps, cast, literal, np_type
 from braze.core import PRIMITIVES
 
@@ -61,7 +62,7 @@ from braze.targets.cuda_runtime import libdevice, math
 def generate(loop: Loop, flat: tuple[bool, ...], skeleton: str | None = None) -> KernelSource:
     """The kernel for ``loop`` with these leaves flat; ``skeleton`` "split" for a
     loop with reduced axes runs several blocks per row (few, long rows)."""
-    return _CudaGen(loop, flat, skeleton).build()
+    return CudaLoopCodegen(loop, flat, skeleton).build()
 
 
 class CudaOps(CpuOps):
@@ -103,7 +104,7 @@ for _name in ("sqrt", "floor", "ceil", "trunc", "rint", "cbrt"):
     setattr(CudaOps, f"op_{_name}", CudaOps._libdevice(_name))
 
 
-class _CudaGen(_Gen):
+class CudaLoopCodegen(LoopCodegen):
     ops = CudaOps()
 
     def __init__(self, loop: Loop, flat: tuple[bool, ...], skeleton: str | None = None):
@@ -139,112 +140,23 @@ class _CudaGen(_Gen):
             return f"({cache}[j] if rcok else {load})"
         return load
 
-    # ---- reductions
-    def _acc_init(self, red: Node, acc: str) -> list[str]:
-        dt = _acc_dtype(red)
-        op = red.op
-        if op in ("reduce_max", "reduce_min"):
-            dt = np.dtype(red.aval.dtype)
-            if dt.kind == "f":
-                init = literal(-np.inf if op == "reduce_max" else np.inf, dt)
-            elif dt.kind in "iu":
-                info = np.iinfo(dt)
-                init = literal(info.min if op == "reduce_max" else info.max, dt)
-            else:
-                init = literal(op == "reduce_min", dt)
-            return [f"{acc} = {init}"]
-        if op in ("reduce_any", "reduce_all"):
-            return [f"{acc} = np.int32({0 if op == 'reduce_any' else 1})"]
-        if op in ("argmax", "argmin"):
-            src = np.dtype(red.inputs[0].aval.dtype)
-            big = np.inf if src.kind == "f" else (np.iinfo(src).max if src.kind in "iu" else 1)
-            small = -np.inf if src.kind == "f" else (np.iinfo(src).min if src.kind in "iu" else 0)
-            init = literal(small if op == "argmax" else big, src)
-            return [f"{acc} = {init}", f"{acc}_i = np.int64(0)", f"{acc}_n = np.int32(0)"]
-        return [f"{acc} = {literal(0 if op == 'reduce_sum' else 1, dt)}"]
-
-    def _acc_type(self, red: Node) -> np.dtype:
-        if red.op in ("reduce_max", "reduce_min"):
-            return np.dtype(red.aval.dtype)
-        if red.op in ("reduce_any", "reduce_all"):
-            return np.dtype(np.int32)
-        if red.op in ("argmax", "argmin"):
-            return np.dtype(red.inputs[0].aval.dtype)
-        return _acc_dtype(red)
-
-    def _acc_update(self, red: Node, value: str, acc: str, flat: str) -> list[str]:
-        op = red.op
-        dt = self._acc_type(red)
-        if op == "reduce_sum":
-            return [f"{acc} += {cast(value, dt)}"]
-        if op == "reduce_prod":
-            return [f"{acc} *= {cast(value, dt)}"]
-        if op in ("reduce_max", "reduce_min"):
-            fn = "rt.maximum" if op == "reduce_max" else "rt.minimum"
-            return [f"{acc} = {fn}({acc}, {cast(value, dt)})"]
-        if op == "reduce_any":
-            return [f"if {value} != 0:", f"    {acc} = np.int32(1)"]
-        if op == "reduce_all":
-            return [f"if {value} == 0:", f"    {acc} = np.int32(0)"]
-        cmp = ">" if op == "argmax" else "<"
-        return [
-            f"if {acc}_n == 0:",
-            f"    if {value} != {value}:",
-            f"        {acc}_n = np.int32(1)",
-            f"        {acc}_i = np.int64({flat})",
-            f"    elif {value} {cmp} {acc}:",
-            f"        {acc} = {value}",
-            f"        {acc}_i = np.int64({flat})",
-        ]
+    # ---- reductions: the table's operations (targets/reductions.py)
+    dialect = CUDA
 
     def _combine(self, red: Node, a: str, b: str) -> list[str]:
-        """Statements folding partial ``b`` (names b, b_i, b_n) into ``a``."""
-        op = red.op
-        if op == "reduce_sum":
-            return [f"{a} += {b}"]
-        if op == "reduce_prod":
-            return [f"{a} *= {b}"]
-        if op in ("reduce_max", "reduce_min"):
-            fn = "rt.maximum" if op == "reduce_max" else "rt.minimum"
-            return [f"{a} = {fn}({a}, {b})"]
-        if op == "reduce_any":
-            return [f"{a} = {a} | {b}"]
-        if op == "reduce_all":
-            return [f"{a} = {a} & {b}"]
-        cmp = ">" if op == "argmax" else "<"
-        return [
-            f"if {b}_n != 0:",
-            f"    if {a}_n == 0 or {b}_i < {a}_i:",
-            f"        {a} = {b}",
-            f"        {a}_i = {b}_i",
-            f"        {a}_n = {b}_n",
-            f"elif {a}_n == 0:",
-            f"    if {b} {cmp} {a} or ({b} == {a} and {b}_i < {a}_i):",
-            f"        {a} = {b}",
-            f"        {a}_i = {b}_i",
-        ]
-
-    def _acc_result(self, red: Node, acc: str) -> str:
-        dt = np.dtype(red.aval.dtype)
-        if red.op in ("argmax", "argmin"):
-            return f"{acc}_i"
-        if red.op in ("reduce_any", "reduce_all"):
-            return f"({acc} != 0)"
-        return cast(acc, dt)
+        """Statements folding partial ``b`` (its parts b, b_i, ...) into ``a``."""
+        return self._red(red).combine(a, b)
 
     def _parts(self, red: Node) -> list[tuple[str, np.dtype]]:
         """(suffix, dtype) of the values a partial result of ``red`` is made of."""
-        parts = [("", self._acc_type(red))]
-        if red.op in ("argmax", "argmin"):
-            parts += [("_i", np.dtype(np.int64)), ("_n", np.dtype(np.int32))]
-        return parts
+        return self._red(red).parts()
 
-    def _shared(self, w: _Writer, reds: list[Node], accs: dict) -> None:
+    def _shared(self, w: Writer, reds: list[Node], accs: dict) -> None:
         for red in reds:
             for sfx, dt in self._parts(red):
                 w(f"sh_{accs[id(red)]}{sfx} = cuda.shared.array({MAXT}, {np_type(dt)})")
 
-    def _block_reduce(self, w: _Writer, reds: list[Node], accs: dict) -> None:
+    def _block_reduce(self, w: Writer, reds: list[Node], accs: dict) -> None:
         """Combine every thread's partial of ``reds``; all threads get the result.
         A shared-memory tree down to one warp, then warp shuffles (no barriers)."""
         if not reds:
@@ -308,7 +220,7 @@ class _CudaGen(_Gen):
             self._plan_row_cache()
         self._names = 0
         self.consts, self.const_names = [], {}
-        body = _Writer()
+        body = Writer()
         getattr(self, f"_{self.skeleton}_body")(body)
         src = HEADER + self._function(body)
         ks = KernelSource(src, list(self.loop.leaves), list(self.loop.outputs), list(self.consts),
@@ -322,7 +234,7 @@ class _CudaGen(_Gen):
         than one stage, while they fit in the budget (found by a dry run)."""
         self._names = 0
         self.consts, self.const_names = [], {}
-        self._rows_body(_Writer())
+        self._rows_body(Writer())
         # Static shared memory is limited to 48 KiB per block: the reduction
         # arrays come first, cached rows get what is left (up to SHARED_BUDGET).
         trees = sum(MAXT * dt.itemsize for red in self._all_reductions() for _sfx, dt in self._parts(red))
@@ -338,7 +250,7 @@ class _CudaGen(_Gen):
             self.first_pass[k] = min(self.uses[k])
         self.uses = {}
 
-    def _function(self, body: _Writer) -> str:
+    def _function(self, body: Writer) -> str:
         loop = self.loop
         args = ["phase"] if self.skeleton == "split" else []
         for k, n in enumerate(loop.leaves):
@@ -359,7 +271,7 @@ class _CudaGen(_Gen):
     def _red_index(self, red: Node) -> int:
         return self._all_reductions().index(red)
 
-    def _emit_unravel(self, w: _Writer, flat: str, names: list[str], sizes: list[str], body: str) -> None:
+    def _emit_unravel(self, w: Writer, flat: str, names: list[str], sizes: list[str], body: str) -> None:
         """Unravel ``flat`` into ``names`` (C order over ``sizes``), if ``body`` uses any."""
         if not any(re.search(rf"\b{n}\b", body) for n in names):
             return
@@ -372,12 +284,12 @@ class _CudaGen(_Gen):
                 w(f"u{k}_{names[k]} = {rem} // {sizes[k]}")
                 rem = f"u{k}_{names[k]}"
 
-    def _sub_writer(self) -> _Writer:
-        w = _Writer()
+    def _sub_writer(self) -> Writer:
+        w = Writer()
         w.depth = 0
         return w
 
-    def _elementwise_body(self, w: _Writer) -> None:
+    def _elementwise_body(self, w: Writer) -> None:
         """Grid-stride loop over the flat element index ``e``."""
         env: dict = {"__lines__": []}
         self.flat_expr = "e"
@@ -399,7 +311,7 @@ class _CudaGen(_Gen):
         w("e += st")
         w.dedent()
 
-    def _rows_body(self, w: _Writer) -> None:
+    def _rows_body(self, w: Writer) -> None:
         loop = self.loop
         accs = {id(r): f"acc{k}" for k, r in enumerate(self._all_reductions())}
         w("tid = cuda.threadIdx.x")
@@ -453,7 +365,7 @@ class _CudaGen(_Gen):
         w("row += cuda.gridDim.x")
         w.dedent()
 
-    def _store(self, w: _Writer, reds: list[Node], accs: dict, array: str, index: str) -> None:
+    def _store(self, w: Writer, reds: list[Node], accs: dict, array: str, index: str) -> None:
         """Thread 0 stores the block's result of each reduction at ``array<k>[index]``."""
         w("if tid == 0:")
         w.indent()
@@ -462,7 +374,7 @@ class _CudaGen(_Gen):
                 w(f"{array}{self._red_index(red)}{sfx}[{index}] = {accs[id(red)]}{sfx}")
         w.dedent()
 
-    def _split_body(self, w: _Writer) -> None:
+    def _split_body(self, w: Writer) -> None:
         """Several blocks per row (``ng`` of them), in phases: 1..P reduce stage
         p, one partial per block; P+1..2P combine each row's partials (a block
         per row); 0 writes the outputs (grid-stride over the elements).
@@ -480,7 +392,7 @@ class _CudaGen(_Gen):
         outer_names = [f"i{k}" for k in range(self.od)]
         outer_sizes = [f"d{k}" for k in range(self.od)]
 
-        def known(upto: int, out: _Writer, env: dict) -> None:
+        def known(upto: int, out: Writer, env: dict) -> None:
             """Results of stages 1..upto for this row, read back from their q arrays."""
             self._row_env(out, env, 0)
             for p in range(1, upto + 1):

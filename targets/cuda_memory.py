@@ -111,6 +111,29 @@ class _Device:
         return value.buf[value.off: value.off + value.size].reshape(value.shape)
 
 
+def overlapping_device(dev: _Device, values) -> bool:
+    """Whether any two of these device values may share memory (unknown counts as yes)."""
+    extents = []
+    for v in values:
+        if not isinstance(v, DArray):
+            continue
+        buf = v.buf
+        if dev.sim:
+            ary = getattr(buf, "_ary", None)
+            if ary is None:
+                return True
+            lo, hi = np.lib.array_utils.byte_bounds(ary)
+        else:
+            cai = getattr(buf, "__cuda_array_interface__", None)
+            if cai is None:
+                return True
+            lo = cai["data"][0]
+            hi = lo + int(np.prod(cai["shape"], dtype=np.int64)) * np.dtype(cai["typestr"]).itemsize
+        extents.append((lo, hi))
+    extents.sort()
+    return any(b[0] < a[1] for a, b in zip(extents, extents[1:]))
+
+
 def _is_c_contiguous(arr) -> bool:
     if hasattr(arr, "is_c_contiguous"):
         return bool(arr.is_c_contiguous())

@@ -87,6 +87,8 @@ log2 = _twin(_cpu.log2)
 log10 = _twin(_cpu.log10)
 logaddexp = _twin(_cpu.logaddexp)
 logaddexp2 = _twin(_cpu.logaddexp2)
+neumaier = _twin(_cpu.neumaier)
+compensated = _twin(_cpu.compensated)
 
 
 @_device

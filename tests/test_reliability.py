@@ -223,4 +223,4 @@ def test_vjp_pairs_are_bounded_too():
         out, back = f.vjp(x, float(k))
         (g, _) = back(1.0)
         np.testing.assert_allclose(g, k * (1 - np.tanh(x) ** 2))
-    assert len(f._vjp_cache) <= 4
+    assert len(f._pairs.entries) <= 4

@@ -7,7 +7,7 @@
 """
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 import os as _os
 
@@ -41,6 +41,7 @@ from .select import KernelError
 from .verify import verify
 from . import testing  # noqa: F401
 from .kernels import nn  # noqa: E402,F401  (the standard composite library: braze.nn.*)
+from .kernels import nn_cpu, nn_cuda  # noqa: E402,F401  (their target kernels; numba loads on first use)
 
 from .core import check_rules as _check_rules
 

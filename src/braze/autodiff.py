@@ -44,7 +44,7 @@ class GradientError(BrazeError, TypeError):
 _ids = itertools.count(1)
 
 
-def _differentiable(dtype) -> bool:
+def differentiable(dtype) -> bool:
     return np.dtype(dtype).kind in "fc"
 
 
@@ -100,7 +100,7 @@ class Watched(ArrayMethods):
                 if view.uncertain:
                     raise uncertain_error("reading, after its base was written,")
                 fresh = bind(view.op, base, **view.params)  # recorded: the gradient follows the view
-                t._value_, t._id_ = _parts(fresh, t._tape)
+                t._value_, t._id_ = primal_parts(fresh, t._tape)
                 t._base_version = base._version
                 t._version += 1
 
@@ -160,7 +160,7 @@ class Watched(ArrayMethods):
         while True:
             view = t._view
             base_value = None if view is None else view.write(value)
-            t._value_, t._id_ = _parts(value, t._tape)
+            t._value_, t._id_ = primal_parts(value, t._tape)
             t._version += 1
             written.append(t)
             if view is None:
@@ -193,7 +193,7 @@ class Watched(ArrayMethods):
             kwargs = pytree.map_leaves(_detach, kwargs)
             return func(*args, **kwargs)
         result = super().__array_function__(func, types, args, kwargs)
-        if func in _LIKE and _differentiable(_dtype(result)):
+        if func in _LIKE and differentiable(_dtype(result)):
             # A buffer "like" a watched array is watched too (as a constant), so
             # that writing watched values into it (y[i] = w) is recorded.
             return Watched(self._tape, result, next(_ids))
@@ -201,7 +201,7 @@ class Watched(ArrayMethods):
 
     # Eagerly the value is known: Python may look at it (control flow, printing).
     def __array__(self, dtype=None, copy=None):
-        if self._active() and not self._tape._paused and _differentiable(self.dtype):
+        if self._active() and not self._tape._paused and differentiable(self.dtype):
             # NumPy is building a plain array from it: the gradient would be lost
             raise GradientError(
                 f"a watched array {self.aval} was converted to a plain NumPy array{where()}, which "
@@ -239,7 +239,7 @@ class Watched(ArrayMethods):
 _LIKE = (np.zeros_like, np.ones_like, np.full_like, np.empty_like)
 
 
-def _parts(value, tape) -> tuple:
+def primal_parts(value, tape) -> tuple:
     """(primal value, tape id) of an op result as ``tape`` sees it."""
     if isinstance(value, Watched) and value._tape is tape:
         return value._value, value._id
@@ -352,7 +352,7 @@ class GradientTape:
             leaf = np.asarray(leaf)
         if not hasattr(leaf, "dtype"):
             raise GradientError(f"{what}: cannot watch a {type(leaf).__name__}{where()}; pass arrays")
-        if not _differentiable(leaf.dtype):
+        if not differentiable(leaf.dtype):
             raise GradientError(
                 f"{what}: cannot differentiate with respect to an array of dtype {np.dtype(leaf.dtype)} "
                 f"and shape {_shape(leaf)}{where()}; only floating-point inputs have gradients "
@@ -367,7 +367,7 @@ class GradientTape:
             return self._parent.process(op, args, params)
         in_values, in_ids = [], []
         for a, m in zip(args, mine):
-            value, ident = _parts(a, self) if m else (a, None)
+            value, ident = primal_parts(a, self) if m else (a, None)
             in_values.append(value)
             in_ids.append(ident)
         if self._paused:
@@ -388,7 +388,7 @@ class GradientTape:
         outs = out if multi else (out,)
         wrapped, out_ids = [], []
         for o in outs:
-            if _differentiable(_dtype(o)):
+            if differentiable(_dtype(o)):
                 ident = next(_ids)
                 wrapped.append(Watched(self, o, ident))
                 out_ids.append(ident)
@@ -454,7 +454,7 @@ class GradientTape:
     def _backward(self, targets, seeds, source_ids) -> list:
         cts: dict[int, Any] = {}
         for t, seed in zip(targets, seeds):
-            value, ident = _parts(t, self)
+            value, ident = primal_parts(t, self)
             if ident is None:
                 continue
             if seed is None:
@@ -541,7 +541,7 @@ def _check_argnums(fn_name: str, argnums, nargs: int) -> tuple[int, ...]:
 
 
 def _unwrap_tree(tree, tape):
-    return pytree.map_leaves(lambda v: _parts(v, tape)[0] if isinstance(v, Watched) else v, tree)
+    return pytree.map_leaves(lambda v: primal_parts(v, tape)[0] if isinstance(v, Watched) else v, tree)
 
 
 def _scalar_output(fn_name: str, out):
@@ -555,7 +555,7 @@ def _scalar_output(fn_name: str, out):
             f"{fn_name}: the function must return a scalar, got an array of shape {_shape(out)}{where()}; "
             "reduce it (e.g. .sum() or .mean()) or use braze.vjp for non-scalar outputs"
         )
-    if not _differentiable(_dtype(out)):
+    if not differentiable(_dtype(out)):
         raise GradientError(f"{fn_name}: the function returned a {_dtype(out)} scalar, which has no gradient{where()}")
 
 
@@ -633,7 +633,7 @@ def vjp(fn: Callable, *primals, has_aux: bool = False):
     """
     tape = GradientTape(persistent=True)
     with tape:
-        watched = [pytree.map_leaves(lambda leaf: tape._watch_leaf(leaf) if _differentiable(_dtype(leaf)) else leaf, p)
+        watched = [pytree.map_leaves(lambda leaf: tape._watch_leaf(leaf) if differentiable(_dtype(leaf)) else leaf, p)
                    for p in primals]
         out = fn(*watched)
     if has_aux:

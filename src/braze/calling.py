@@ -13,14 +13,29 @@
 * **Finishing.** A result comes back as NumPy returns it: a NumPy scalar or
   a 0-d array, read-only where NumPy's is (``broadcast_to``), and, when
   NumPy's result is a view of an argument, that view of the caller's array.
+  Arguments the function updated in place are written back.
+
+``Signature.split`` turns one call's arguments into a ``Call``: *static*
+values (Python ints, bools, strings and other hashable non-arrays, plus
+whatever ``static_argnums`` / ``static_argnames`` name) and *dynamic* leaves
+(arrays, NumPy scalars, Python floats). The cache key is the pytree
+structure, the static values, each dynamic leaf's ``leaf_key``, the target
+and the alias pattern.
 """
 from __future__ import annotations
 
+import inspect
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
 import numpy as np
 
-from . import layout
-from .aval import Aval
-from .errors import BrazeError, where
+from . import layout, pytree, registry
+from .aval import Aval, aval_of_value, is_device_array
+from .composite import Composite
+from .core import NUMPY_IMPL
+from .errors import BrazeError, TargetError, where
 from .tracing import InputSpec, OutputSpec
 
 
@@ -206,8 +221,6 @@ def finish(value, spec: OutputSpec | None, leaves: list):
     if spec is not None and spec.python is not None:
         return spec.python(np.asarray(value)[()])
     if spec is not None and spec.view is not None:
-        from .core import NUMPY_IMPL
-
         k, ops = spec.view
         value = leaves[k]
         for op, params in ops:
@@ -238,3 +251,286 @@ def finish(value, spec: OutputSpec | None, leaves: list):
         return value
     value = np.asarray(value)
     return value[()] if spec is None or spec.scalar else value
+
+
+def write_back(mutated: list[int], inputs: list, values: list) -> None:
+    """Copy the new values of arguments the function updated in place into them."""
+    for leaf, value in zip(mutated, values):
+        target = inputs[leaf]
+        if isinstance(target, np.ndarray) and value is not target:
+            np.copyto(target, value, casting="unsafe")
+        elif hasattr(value, "copy_to_host") and value is not target:
+            _write_device(target, value)  # an input updated in place on the device
+
+
+def check_writeable(mutated: list[int], inputs: list, names: list[str], fn_name: str) -> None:
+    for leaf in mutated:
+        target = inputs[leaf]
+        if isinstance(target, np.ndarray) and not target.flags.writeable:
+            raise BrazeError(f"{fn_name}: the function writes into argument {names[leaf]} in place, but the "
+                             f"array passed is read-only{where()}; pass a writeable copy (np.array(...)) or "
+                             "return a new array instead of updating it")
+
+
+def _write_device(target, value) -> None:
+    """Copy device result ``value`` into the caller's device array ``target``."""
+    from numba import cuda  # (only reached with device arrays: numba-cuda is installed)
+
+    dst = target if hasattr(target, "copy_to_device") else cuda.as_cuda_array(target)
+    dst.copy_to_device(value)
+
+
+# ---------------------------------------------------------------- arguments
+
+
+class Static:
+    """A static leaf's value in the cache key (NaN-safe, type-exact; a slice,
+    unhashable before Python 3.12, by its bounds)."""
+
+    __slots__ = ("value", "_key")
+
+    def __init__(self, value):
+        self.value = value
+        self._key = (type(value), (value.start, value.stop, value.step) if isinstance(value, slice) else value)
+
+    def __eq__(self, other):
+        return isinstance(other, Static) and self._key == other._key
+
+    def __hash__(self):
+        return hash(self._key)
+
+    def __repr__(self):
+        return repr(self.value)
+
+
+_DYNAMIC = (np.ndarray, np.generic, float, complex)
+
+
+def is_dynamic(leaf) -> bool:
+    return isinstance(leaf, _DYNAMIC) or is_device_array(leaf)
+
+
+def static_value(name: str, value) -> Static:
+    try:
+        hash(value if not isinstance(value, slice) else (value.start, value.stop, value.step))
+    except TypeError:
+        raise BrazeError(
+            f"static argument {name} = {value!r:.60} is not hashable{where()}; static arguments "
+            "are part of the cache key: pass a tuple instead of a list, or make it a traced "
+            "array (remove it from static_argnums)"
+        ) from None
+    if isinstance(value, float) and math.isnan(value):
+        raise BrazeError(
+            f"static argument {name} is NaN{where()}; NaN != NaN, so it could never hit the "
+            "cache: pass it as a traced value instead"
+        )
+    return Static(value)
+
+
+def _leaf_paths(name: str, value) -> list[str]:
+    """A readable path per pytree leaf (``params['w']``, ``xs[2]``), iteratively."""
+    paths: list[str] = []
+    stack = [(value, name)]
+    while stack:
+        node, path = stack.pop()
+        if node is None:
+            continue
+        if isinstance(node, tuple) and hasattr(node, "_fields"):
+            stack.extend(reversed([(c, f"{path}.{f}") for f, c in zip(node._fields, node)]))
+        elif isinstance(node, (tuple, list)):
+            stack.extend(reversed([(c, f"{path}[{i}]") for i, c in enumerate(node)]))
+        elif isinstance(node, dict):
+            stack.extend(reversed([(node[k], f"{path}[{k!r}]") for k in pytree._sorted_keys(node)]))
+        else:
+            paths.append(path)
+    return paths
+
+
+@dataclass
+class Call:
+    """One call's arguments, split into the cache key and the dynamic leaves."""
+
+    key: tuple
+    dynamic: list
+    avals: list[Aval]
+    names: list[str]
+    statics: list[tuple[str, Any]]
+    rebuild: Callable
+    donated: tuple = ()
+    odd: tuple = ()  # (name, value) of arguments that are None or strings without being declared static
+    specs: list = field(default_factory=list)     # an InputSpec per dynamic leaf
+    aliases: Any = NO_ALIASES                     # leaves that share memory (AliasPlan)
+
+    @property
+    def inputs(self) -> list:
+        """The executable's inputs: alias buffers, then the leaves not aliased."""
+        return self.aliases.inputs(self.dynamic) if self.aliases else self.dynamic
+
+    def positional(self, per_leaf: list, n_args: int) -> tuple:
+        """Values per dynamic leaf rebuilt into the structure of the first
+        ``n_args`` positional arguments (None for static leaves)."""
+        pos, _ = self.rebuild([_Slot(i) for i in range(len(per_leaf))])
+        fill = lambda leaf: per_leaf[leaf.index] if isinstance(leaf, _Slot) else None  # noqa: E731
+        return tuple(pytree.map_leaves(fill, p) for p in pos[:n_args])
+
+
+class _Slot:
+    __slots__ = ("index",)
+
+    def __init__(self, index: int):
+        self.index = index
+
+
+def _as_tuple(x) -> tuple:
+    if x is None:
+        return ()
+    if isinstance(x, (int, str)):
+        return (x,)
+    return tuple(x)
+
+
+class Signature:
+    """How a compiled function's arguments are split (``split``): its Python
+    signature, which arguments are static and which are donated."""
+
+    def __init__(self, fn, name: str, target, static_argnums=(), static_argnames=(), donate_argnums=()):
+        self.fn, self.name, self.target = fn, name, target
+        try:
+            self.sig = inspect.signature(fn)
+        except (TypeError, ValueError):
+            self.sig = None
+        self.static_argnums = _as_tuple(static_argnums)
+        self.static_argnames = _as_tuple(static_argnames)
+        if isinstance(fn, Composite):  # a composite's attributes are static by definition
+            self.static_argnames += tuple(n for n in fn.attr_names if n not in self.static_argnames)
+        self.donate_argnums = _as_tuple(donate_argnums)
+        self._check_options()
+
+    def _check_options(self) -> None:
+        """static_argnums/static_argnames/donate_argnums must name parameters of fn."""
+        if self.sig is None:
+            return
+        params = list(self.sig.parameters.values())
+        kinds = {p.kind for p in params}
+        positional = [p.name for p in params if p.kind in (inspect.Parameter.POSITIONAL_ONLY,
+                                                           inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+        names = {p.name for p in params if p.kind is not inspect.Parameter.VAR_POSITIONAL}
+        fname = getattr(self.fn, "__name__", self.fn)
+        for option, nums in (("static_argnums", self.static_argnums), ("donate_argnums", self.donate_argnums)):
+            for n in nums:
+                if isinstance(n, bool) or not isinstance(n, int) or n < 0 or (
+                        n >= len(positional) and inspect.Parameter.VAR_POSITIONAL not in kinds):
+                    raise BrazeError(
+                        f"braze.compile({fname}): {option} has {n!r}, but the function{self.sig} has "
+                        f"{len(positional)} positional parameters{where()}; use indices 0..{len(positional) - 1}")
+        if inspect.Parameter.VAR_KEYWORD not in kinds:
+            for name in self.static_argnames:
+                if name not in names:
+                    raise BrazeError(
+                        f"braze.compile({fname}): static_argnames has {name!r}, which is not a parameter of "
+                        f"{self.sig}{where()}; use one of {', '.join(sorted(names))}")
+
+    def split(self, args, kwargs) -> Call:
+        if self.sig is not None:
+            try:
+                bound = self.sig.bind(*args, **kwargs)
+            except TypeError as exc:
+                raise BrazeError(f"{self.name}{self.sig}: {exc}{where()}; call it with the arguments "
+                                 f"of that signature ({len(args)} positional given"
+                                 + (f", keywords {', '.join(kwargs)}" if kwargs else "") + ")") from None
+            bound.apply_defaults()
+            items = list(bound.arguments.items())
+            kinds = {p.name: p.kind for p in self.sig.parameters.values()}
+        else:
+            items = [(f"arg{i}", a) for i, a in enumerate(args)] + list(kwargs.items())
+            kinds = {}
+        key_parts, dynamic, avals, names, statics, donated, specs = [], [], [], [], [], [], []
+        odd = []
+        target = self.target.name
+        for position, (name, value) in enumerate(items):
+            if position in self.static_argnums or name in self.static_argnames:
+                key_parts.append(("static", name, static_value(name, value)))
+                statics.append((name, value))
+                continue
+            if value is None or isinstance(value, (str, bytes)) or (
+                    isinstance(value, (list, tuple)) and any(
+                        isinstance(v, (int, float, complex, list)) for v in value)):  # data given as a list
+                odd.append((name, value))
+            leaves, treedef = pytree.flatten(value)
+            paths = _leaf_paths(name, value)
+            leaf_kinds = []
+            donate = position in self.donate_argnums
+            for path, leaf in zip(paths, leaves):
+                if is_dynamic(leaf):
+                    if is_device_array(leaf) and target != "cuda":
+                        raise TargetError(
+                            f"{self.name}: argument {path} is a GPU array, but this function is compiled "
+                            f"for target {target!r}{where()}; compile it with target='cuda', or "
+                            "copy the array to the host first (.copy_to_host(), .get(), .cpu().numpy())")
+                    aval = aval_of_value(leaf, f"argument {path}")
+                    if donate:
+                        donated.append(len(dynamic))
+                    lkey = leaf_key(leaf, aval)
+                    specs.append(input_spec(leaf, aval, lkey))
+                    dynamic.append(leaf)
+                    avals.append(aval)
+                    names.append(path)
+                    leaf_kinds.append(lkey)
+                else:
+                    leaf_kinds.append(("static", static_value(path, leaf)))
+                    statics.append((path, leaf))
+            key_parts.append((name, treedef, tuple(leaf_kinds)))
+        aliases = plan_aliases(dynamic, names)
+        if aliases:
+            donated = []  # donation only lets braze reuse memory; with shared memory it may not
+        key = (tuple(key_parts), self.target.cache_key(), registry.disabled_state(), aliases.key)
+        static_argnums, static_argnames = self.static_argnums, self.static_argnames
+
+        def rebuild(tracers):
+            it = iter(tracers)
+            pos, kw = [], {}
+            for position, (name, value) in enumerate(items):
+                if not (position in static_argnums or name in static_argnames):
+                    leaves, treedef = pytree.flatten(value)
+                    leaves = [next(it) if is_dynamic(leaf) else leaf for leaf in leaves]
+                    value = pytree.unflatten(treedef, leaves)
+                kind = kinds.get(name)
+                if kind is inspect.Parameter.VAR_POSITIONAL:
+                    pos.extend(value)
+                elif kind is inspect.Parameter.VAR_KEYWORD:
+                    kw.update(value)
+                elif kind is inspect.Parameter.KEYWORD_ONLY or (not kinds and not name.startswith("arg")):
+                    kw[name] = value
+                else:
+                    pos.append(value)
+            return pos, kw
+
+        return Call(key, dynamic, avals, names, statics, rebuild, tuple(donated), tuple(odd), specs, aliases)
+
+
+def miss_reason(last: Call | None, call: Call) -> str:
+    """Why ``call`` missed the cache, compared with the previous miss ``last``."""
+    if last is None:
+        return "first call"
+    if [p[:2] for p in last.key[0]] != [p[:2] for p in call.key[0]]:
+        return "new structure: the arguments' pytree structure changed"
+    if last.statics != call.statics and [n for n, _ in last.statics] == [n for n, _ in call.statics]:
+        diffs = [f"{n}={v!r} (was {w!r})" for (n, v), (_, w) in zip(call.statics, last.statics) if not _same(v, w)]
+        if diffs:
+            return "new static value: " + ", ".join(diffs)
+    for name, new, old in zip(call.names, call.avals, last.avals):
+        if new.dtype != old.dtype or new.weak != old.weak:
+            return f"new dtype: argument {name} {new} (was {old})"
+    for name, new, old in zip(call.names, call.avals, last.avals):
+        if new.shape != old.shape:
+            return f"new shape: argument {name} {new} (was {old})"
+    if len(call.avals) != len(last.avals):
+        return "new structure: a different number of array arguments"
+    return "new static value"
+
+
+def _same(a, b) -> bool:
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except Exception:
+        return False

@@ -10,24 +10,12 @@ registered kernel or inline the body.
 from __future__ import annotations
 
 import inspect
-import re
 
 from . import pytree
 from .core import bind
 from .errors import CompositeError, where
+from .registry import check_name, register_kernel
 from .tracing import TRACE_RULES, trace_flat
-
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
-
-
-def check_name(name) -> str:
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise CompositeError(
-            f"composite name {name!r} breaks the naming rule{where()}: it must be at least two "
-            "dot-separated Python identifiers, like 'org.semantic.opname' (e.g. 'braze.nn.softmax')"
-        )
-    return name
-
 
 class Composite:
     """A named composite op. Call it like the function it wraps."""
@@ -100,8 +88,6 @@ class Composite:
     def register(self, target: str, *, priority: int = 0, when=None, backward=None, abstract=None):
         """Decorator: register a ``target`` kernel for this composite (see
         ``braze.register_kernel``)."""
-        from .registry import register_kernel
-
         return register_kernel(self.name, target, priority=priority, when=when, backward=backward,
                                abstract=abstract)
 

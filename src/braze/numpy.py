@@ -35,6 +35,12 @@ def _ndim(x) -> int:
     return len(_shape(x))
 
 
+def _index(a, key):
+    """``a[key]`` through the array's own indexing (a traced array records a
+    view or a gather; a constant is indexed by NumPy)."""
+    return (a if hasattr(a, "shape") else np.asarray(a))[key]
+
+
 def _dtype(x) -> np.dtype:
     if hasattr(x, "dtype"):
         return np.dtype(x.dtype)
@@ -145,10 +151,20 @@ UFUNCS = {name: _make_ufunc(name, 1) for name in UNARY}
 UFUNCS.update({name: _make_ufunc(name, 2) for name in BINARY})
 
 
-def _power(x1, x2):
-    from .surface import _check_power
+def check_power(base, exponent) -> None:
+    """NumPy refuses integers to negative integer powers (a ValueError at run
+    time); with a literal exponent braze can say so while tracing."""
+    dtype = getattr(base, "dtype", None)
+    if dtype is None or np.dtype(dtype).kind not in "iub" or 0 in tuple(np.shape(base)):
+        return  # (NumPy checks element by element: an empty base raises nothing)
+    if isinstance(exponent, (int, np.integer)) and not isinstance(exponent, bool) and exponent < 0:
+        raise DTypeError(
+            f"power: integers to negative integer powers are not allowed ({np.dtype(dtype)} ** {exponent})"
+            f"{_where()}; convert to float first (x.astype(float) ** {exponent}), as NumPy requires")
 
-    _check_power(x1, x2)
+
+def _power(x1, x2):
+    check_power(x1, x2)
     return _strong(bind("power", x1, x2))
 
 
@@ -764,12 +780,10 @@ def _split(func: str, ary, indices_or_sections, axis, even: bool):
         bounds = np.concatenate([[0], np.cumsum(sizes)]).tolist()
     else:
         bounds = [0] + [int(i) for i in indices_or_sections] + [n]
-    from .indexing import getitem
-
     pieces = []
     for lo, hi in zip(bounds[:-1], bounds[1:]):
         key = (slice(None),) * axis + (slice(lo, hi),)
-        pieces.append(getitem(ary, key))
+        pieces.append(_index(ary, key))
     return pieces
 
 
@@ -816,8 +830,6 @@ def array_split(ary, indices_or_sections, axis=0):
 
 def take(a, indices, axis=None, out=None, mode="raise"):
     """``np.take``; ``mode`` 'raise', 'wrap' (indices modulo the axis) or 'clip'."""
-    from .indexing import getitem
-
     if mode not in ("raise", "wrap", "clip"):
         raise ShapeError(f"take: mode must be 'raise', 'wrap' or 'clip', got {mode!r}{_where()}")
     if axis is None:
@@ -829,7 +841,7 @@ def take(a, indices, axis=None, out=None, mode="raise"):
             raise ShapeError(f"take: cannot do a non-empty take from an empty axis{_where()}")
         indices = asarray(indices) if not _is_braze_array(indices) else indices
         indices = remainder(indices, n) if mode == "wrap" else clip(indices, 0, n - 1)  # noqa: F821
-    return _into_out("take", getitem(a, (slice(None),) * axis + (indices,)), out)
+    return _into_out("take", _index(a, (slice(None),) * axis + (indices,)), out)
 
 
 def take_along_axis(arr, indices, axis=-1):
@@ -837,13 +849,6 @@ def take_along_axis(arr, indices, axis=-1):
         arr, axis = ravel(arr), 0
     axis = normalize_axis("take_along_axis", axis, _ndim(arr), _shape(arr))
     return bind("take_along_axis", arr, indices, axis=axis)
-
-
-def add_at(a, indices, b=1):
-    """``np.add.at`` as a new value (the ufunc method writes it into ``a``)."""
-    from .indexing import add_at as _add_at
-
-    return _add_at(a, indices, b)
 
 
 def tril(m, k=0):
@@ -1050,9 +1055,7 @@ def frombuffer(buffer, dtype=float, count=-1, offset=0, *, like=None):
     stop = _shape(flat)[0] if count < 0 else start + count
     if stop > _shape(flat)[0] or start > _shape(flat)[0]:
         raise ShapeError(f"frombuffer: buffer is smaller than requested size{_where()}")
-    from .indexing import getitem
-
-    return getitem(flat, slice(start, stop))
+    return _index(flat, slice(start, stop))
 
 
 def fromiter(iter, dtype, count=-1, *, like=None):  # noqa: A002
@@ -1060,9 +1063,7 @@ def fromiter(iter, dtype, count=-1, *, like=None):  # noqa: A002
     if _ndim(iter) != 1:
         raise ShapeError(f"fromiter: setting an array element with a sequence: the items of a "
                          f"{_ndim(iter)}-d array are arrays{_where()}")
-    from .indexing import getitem
-
-    return astype(getitem(iter, slice(0, None if count < 0 else count)), dtype)
+    return astype(_index(iter, slice(0, None if count < 0 else count)), dtype)
 
 
 def fromstring(string, dtype=float, count=-1, *, sep="", like=None):

@@ -18,11 +18,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import intercept, pytree
+from . import calling, intercept, pipeline, pytree, registry
+from .autodiff import GradientError, GradientTape, Watched, differentiable, primal_parts
 from .aval import Aval
 from .core import pop_context, push_context, with_flag
 from .errors import where
 from .graph import Graph, Node
+from .log import logger
 from .passes import run_passes
 from .tracing import GraphContext
 
@@ -62,8 +64,6 @@ class Split:
 
 def trace_joint(fn, call, target: str):
     """The joint graph of ``fn`` and its vjp, for the arguments of ``call``."""
-    from .autodiff import GradientError, GradientTape, Watched, _differentiable, _parts
-
     ctx = GraphContext(target)
     tracers = [ctx.new_input(i, a, strides=s.strides, scalar=s.scalar) for i, (a, s) in enumerate(zip(call.avals, call.specs))]
     push_context(ctx)
@@ -71,7 +71,7 @@ def trace_joint(fn, call, target: str):
         with intercept.intercepted():
             tape = GradientTape(persistent=True)
             with tape:
-                watched = [tape._watch_leaf(t) if _differentiable(t.dtype) else t for t in tracers]
+                watched = [tape._watch_leaf(t) if differentiable(t.dtype) else t for t in tracers]
                 pos, kw = call.rebuild(watched)
                 out = fn(*pos, **kw)
             changed = [i for i, (w, t) in enumerate(zip(watched, tracers))
@@ -83,8 +83,8 @@ def trace_joint(fn, call, target: str):
                     "with vjp must not modify its inputs (copy them first)"
                 )
             out_leaves, out_tree = pytree.flatten(out)
-            values = [ctx.lift(_parts(o, tape)[0]) for o in out_leaves]
-            ct_index = [k for k, v in enumerate(values) if _differentiable(v.aval.dtype)]
+            values = [ctx.lift(primal_parts(o, tape)[0]) for o in out_leaves]
+            ct_index = [k for k, v in enumerate(values) if differentiable(v.aval.dtype)]
             cts = [ctx.new_input(len(tracers) + j, Aval(values[k].aval.shape, values[k].aval.dtype))
                    for j, k in enumerate(ct_index)]
             sources = [w for w in watched if isinstance(w, Watched)]
@@ -257,70 +257,67 @@ def _describe(node: Node) -> str:
 # ---------------------------------------------------------------- compiled pairs
 
 
-class _Pair:
-    def __init__(self, split: Split, forward, backward, out_tree, ct_index, grad_leaves, fwd_choices, bwd_choices,
-                 registry_version: int):
+class Pair:
+    """A function's forward and backward programs for one call signature.
+
+    Tracing the joint graph already chose kernel pairs for composites on the
+    gradient tape, so the pair is rebuilt (``refresh``) when the registry
+    version of any composite name it met changes."""
+
+    def __init__(self, split: Split, forward: pipeline.Program, backward: pipeline.Program, ct_index, grad_leaves,
+                 names: frozenset):
         self.split, self.forward, self.backward = split, forward, backward
-        self.out_tree, self.ct_index, self.grad_leaves = out_tree, ct_index, grad_leaves
-        self.fwd_choices, self.bwd_choices = fwd_choices, bwd_choices
-        self.registry_version = registry_version
+        self.out_tree, self.ct_index, self.grad_leaves = forward.out_tree, ct_index, grad_leaves
+        self.versions = tuple(sorted((n, registry.version(n)) for n in names))
+        self.registry_version = registry.VERSION[0]
+
+    def current(self) -> bool:
+        if self.registry_version == registry.VERSION[0]:
+            return True
+        if all(registry.version(n) == v for n, v in self.versions):
+            self.registry_version = registry.VERSION[0]
+            return True
+        return False
 
 
-def _lower(graph: Graph, target):
-    from .select import select
-
-    graph, _ = run_passes(graph)
-    selected, choices = select(graph, target.name)
-    return target.lower(selected), choices, graph
+def refresh(pair: Pair) -> Pair | None:
+    """The cache's freshness rule for pairs: the pair, or None to rebuild it."""
+    return pair if pair.current() else None
 
 
-def _pair(compiled, args, kwargs) -> tuple:
-    from . import registry
-    from .log import logger
-
-    call = compiled._split(args, kwargs)
-    pair = compiled._vjp_cache.get(call.key)
-    if pair is not None and pair.registry_version == registry.VERSION[0]:
-        return call, pair
-    with compiled._lock:
-        joint, out_tree, n_out, ct_index, grad_leaves = trace_joint(compiled.fn, call, compiled.target.name)
-        split = partition(joint, len(call.avals), n_out)
-        fwd, fwd_choices, split.forward = _lower(split.forward, compiled.target)
-        bwd, bwd_choices, split.backward = _lower(split.backward, compiled.target)
-        pair = _Pair(split, fwd, bwd, out_tree, ct_index, grad_leaves, fwd_choices, bwd_choices,
-                     registry.VERSION[0])
-        compiled._vjp_cache[call.key] = pair
-        while len(compiled._vjp_cache) > compiled.cache_size:  # the oldest pair goes (insertion order)
-            del compiled._vjp_cache[next(iter(compiled._vjp_cache))]
-            logger.info("%s.vjp: evicted the oldest forward/backward pair to keep %d (compile(cache_size=...))",
-                        compiled.__name__, compiled.cache_size)
-        logger.info("%s.vjp: forward and backward programs for %s; residuals %s", compiled.__name__,
-                    compiled.target.name, ", ".join(str(r) for r in split.residuals) or "none")
-    return call, pair
+def _composite_names(graph: Graph) -> set:
+    return {n.kw["name"] if n.op == "composite" else n.kw["entry"].name
+            for n in graph.nodes if n.op in ("composite", "kernel")}
 
 
-def run_vjp(compiled, args, kwargs):
-    from .api import CHECK_RESULTS, _finish, check_results
-    from .autodiff import GradientError
+def build(fn, call: calling.Call, target, name: str) -> Pair:
+    joint, out_tree, n_out, ct_index, grad_leaves = trace_joint(fn, call, target.name)
+    names = _composite_names(joint)
+    split = partition(joint, len(call.avals), n_out)
+    forward = pipeline.lower_graph(split.forward, target, out_tree, split.n_out)
+    backward = pipeline.lower_graph(split.backward, target)
+    split.forward, split.backward = forward.graph, backward.graph
+    names |= {n for n, _ in forward.versions + backward.versions}
+    logger.info("%s.vjp: forward and backward programs for %s; residuals %s", name, target.name,
+                ", ".join(str(r) for r in split.residuals) or "none")
+    return Pair(split, forward, backward, ct_index, grad_leaves, frozenset(names))
 
-    call, pair = _pair(compiled, args, kwargs)
+
+def run_vjp(name: str, target, pair: Pair, call: calling.Call, n_args: int):
     split = pair.split
-    results = pair.forward.run(call.dynamic)
-    if CHECK_RESULTS:
-        check_results(f"{compiled.__name__} (forward)", compiled.target.name, split.forward, results)
-    outs = [_finish(o) for o in results[: split.n_out]]
+    results = pipeline.run(pair.forward, call.dynamic, f"{name} (forward)", target.name)
+    outs = [calling.finish(o, None, call.dynamic) for o in results[: split.n_out]]
     saved = []
     for kind, k in split.residual_sources:
         saved.append(results[k] if kind != "arg" else call.dynamic[k])
     out = pytree.unflatten(pair.out_tree, outs)
-    n_args = len(args)
 
     def vjp_fn(cotangent):
         leaves, tree = pytree.flatten(cotangent)
         if tree != pair.out_tree:
             if pair.out_tree == pytree.LEAF or len(leaves) != len(outs):
                 raise GradientError(
-                    f"{compiled.__name__} vjp_fn: the cotangent has structure {pytree.describe(tree)} but "
+                    f"{name} vjp_fn: the cotangent has structure {pytree.describe(tree)} but "
                     f"the function returned {pytree.describe(pair.out_tree)}{where()}"
                 )
         cts = []
@@ -332,49 +329,26 @@ def run_vjp(compiled, args, kwargs):
                     arr = np.broadcast_to(arr, aval.shape)
                 except ValueError:
                     raise GradientError(
-                        f"{compiled.__name__} vjp_fn: a cotangent of shape {arr.shape} for a result of "
+                        f"{name} vjp_fn: a cotangent of shape {arr.shape} for a result of "
                         f"shape {aval.shape}{where()}; cotangents have the shape of the results"
                     )
             cts.append(np.asarray(arr, dtype=aval.dtype))
-        grads = pair.backward.run(saved + cts)
-        if CHECK_RESULTS:
-            check_results(f"{compiled.__name__} (backward)", compiled.target.name, split.backward, grads)
+        grads = pipeline.run(pair.backward, saved + cts, f"{name} (backward)", target.name)
         per_leaf = [None] * len(call.dynamic)
         for leaf, g in zip(pair.grad_leaves, grads):
-            per_leaf[leaf] = _finish(g)
-        return _positional(call, per_leaf, n_args)
+            per_leaf[leaf] = calling.finish(g, None, call.dynamic)
+        return call.positional(per_leaf, n_args)
 
     return out, vjp_fn
-
-
-class _Slot:
-    __slots__ = ("index",)
-
-    def __init__(self, index: int):
-        self.index = index
-
-
-def _positional(call, per_leaf, n_args) -> tuple:
-    """The cotangents rebuilt into the structure of the positional arguments
-    (None for static leaves)."""
-    pos, _ = call.rebuild([_Slot(i) for i in range(len(per_leaf))])
-    fill = lambda leaf: per_leaf[leaf.index] if isinstance(leaf, _Slot) else None  # noqa: E731
-    return tuple(pytree.map_leaves(fill, p) for p in pos[:n_args])
 
 
 class LoweredVJP:
     """What ``compiled.lower_vjp(*args)`` returns: both programs and the residuals."""
 
-    def __init__(self, compiled, pair: _Pair):
-        from .api import Lowered, _Entry
-
+    def __init__(self, pair: Pair, target):
         split = pair.split
-        fwd_entry = _Entry((), split.forward, [], pair.forward, pair.out_tree, split.n_out, [],
-                           choices=pair.fwd_choices)
-        bwd_entry = _Entry((), split.backward, [], pair.backward, (), len(split.backward.outputs), [],
-                           choices=pair.bwd_choices)
-        self.forward = Lowered(fwd_entry, compiled.target)
-        self.backward = Lowered(bwd_entry, compiled.target)
+        self.forward = pipeline.Lowered(pair.forward, target)
+        self.backward = pipeline.Lowered(pair.backward, target)
         self.residuals = split.residuals
         self.recomputed = split.recomputed
         self.notes = split.notes
@@ -391,8 +365,3 @@ class LoweredVJP:
             lines.append("# gradients of composites")
             lines += [f"  {n}" for n in self.notes]
         return "\n".join(lines)
-
-
-def lower_vjp(compiled, args, kwargs) -> LoweredVJP:
-    _, pair = _pair(compiled, args, kwargs)
-    return LoweredVJP(compiled, pair)

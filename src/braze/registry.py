@@ -10,13 +10,25 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import itertools
+import re
 import threading
 import warnings
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .composite import check_name
 from .errors import CompositeError, where
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
+
+
+def check_name(name) -> str:
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise CompositeError(
+            f"composite name {name!r} breaks the naming rule{where()}: it must be at least two "
+            "dot-separated Python identifiers, like 'org.semantic.opname' (e.g. 'braze.nn.softmax')"
+        )
+    return name
+
 
 _lock = threading.Lock()
 _seq = itertools.count()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import indexing
+from . import indexing, ufuncs
 from . import numpy as bnp
 from .core import bind
 from .errors import DTypeError, ShapeError, UnsupportedOpError, where
@@ -29,20 +29,8 @@ def _raw(name: str):
     return lambda *args: bind(name, *args)
 
 
-def _check_power(base, exponent) -> None:
-    """NumPy refuses integers to negative integer powers (a ValueError at run
-    time); with a literal exponent braze can say so while tracing."""
-    dtype = getattr(base, "dtype", None)
-    if dtype is None or np.dtype(dtype).kind not in "iub" or 0 in tuple(np.shape(base)):
-        return  # (NumPy checks element by element: an empty base raises nothing)
-    if isinstance(exponent, (int, np.integer)) and not isinstance(exponent, bool) and exponent < 0:
-        raise DTypeError(
-            f"power: integers to negative integer powers are not allowed ({np.dtype(dtype)} ** {exponent})"
-            f"{where()}; convert to float first (x.astype(float) ** {exponent}), as NumPy requires")
-
-
 def _pow(self, other):
-    _check_power(self, other)
+    bnp.check_power(self, other)
     if self._is_scalar():
         return bind("scalar_power", self, other)  # NumPy's scalar math: C's pow
     if type(other) is int and other == 2 and np.dtype(self.dtype) == np.bool_:
@@ -82,8 +70,6 @@ class ArrayMethods:
 
     # ---- protocols
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        from . import ufuncs
-
         return ufuncs.dispatch(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
@@ -386,9 +372,7 @@ class ArrayMethods:
 
 
 def _conj_into(x, out):
-    from .ufuncs import call
-
-    return bnp.conjugate(x) if out is None else call(np.conjugate, (x,), {"out": out})
+    return bnp.conjugate(x) if out is None else ufuncs.call(np.conjugate, (x,), {"out": out})
 
 
 # ndarray methods that are the NumPy function of the same name with the array first

@@ -21,6 +21,7 @@ import warnings
 
 import numpy as np
 
+from . import indexing
 from . import numpy as bnp
 from .errors import DTypeError, UnsupportedOpError, where as _where
 
@@ -200,7 +201,7 @@ def at(ufunc, inputs, kwargs):
     v = inputs[2] if len(inputs) > 2 else 1
     if not _is_braze(x):
         raise unsupported("add.at", " into an array the function did not receive or create")
-    x._assign(bnp.add_at(x, idx, v), "add.at")
+    x._assign(indexing.add_at(x, idx, v), "add.at")
 
 
 METHODS = {"__call__": call, "reduce": reduce, "accumulate": accumulate, "outer": outer, "at": at}

@@ -14,8 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import registry
+from .api import compile  # noqa: A004
 from .composite import defined
 from .errors import CompositeError
+from .targets import available
 
 
 @dataclass
@@ -60,8 +62,6 @@ def verify(name: str | None = None, targets=None, *, raise_on_error: bool = Fals
     >>> isinstance(braze.verify("no.such.op"), list)
     True
     """
-    import braze
-
     targets = (targets,) if isinstance(targets, str) else targets
     reports = []
     for cname, comps in defined(name).items():
@@ -70,6 +70,12 @@ def verify(name: str | None = None, targets=None, *, raise_on_error: bool = Fals
         for entry in registry.kernels(cname):
             if targets is not None and entry.target not in targets:
                 continue
+            target = available().get(entry.target)
+            if target is None or not target.is_available():
+                if targets is not None:  # asked for by name: say it could not be checked
+                    reports.append(Report(cname, entry.label, entry.target, "-", 0.0, 0.0, 0, False,
+                                          f"not checked: target {entry.target!r} is not available here"))
+                continue  # (every available target otherwise: a cuda kernel needs a GPU)
             if comp.examples is None:
                 reports.append(Report(cname, entry.label, entry.target, "-", 0.0, 0.0, 0, False,
                                       "not checked: the composite has no examples="))
@@ -78,8 +84,8 @@ def verify(name: str | None = None, targets=None, *, raise_on_error: bool = Fals
             for args, attrs in _examples(comp):
                 call = _bind_attrs(comp, attrs)
 
-                ref = braze.compile(call, target="generic")
-                with braze.disable_kernels(cname), np.errstate(all="ignore"):  # examples hold NaN and inf
+                ref = compile(call, target="generic")
+                with registry.disable_kernels(cname), np.errstate(all="ignore"):  # examples hold NaN and inf
                     want = ref(*args)
                 if entry.when is not None and not entry.when(*[_abstract(a) for a in args], **attrs):
                     continue  # this kernel does not apply to this example
@@ -111,8 +117,6 @@ def verify(name: str | None = None, targets=None, *, raise_on_error: bool = Fals
 def _body_targets(targets) -> list[str]:
     """The compiling targets a composite's body is checked on: those asked for,
     or every available one (generic is the reference itself)."""
-    from braze.targets import available
-
     names = list(targets) if targets is not None else [n for n, t in available().items() if t.is_available()]
     return [n for n in names if n != "generic"]
 
@@ -120,8 +124,6 @@ def _body_targets(targets) -> list[str]:
 def _verify_body(cname: str, comp, targets) -> list[Report]:
     """The composite's body as each target compiles it (kernels switched off, so
     the body is inlined and fused) against the body on the generic target."""
-    import braze
-
     reports = []
     for target in targets:
         if comp.examples is None:
@@ -134,10 +136,10 @@ def _verify_body(cname: str, comp, targets) -> list[Report]:
             floats = [a for a in args if isinstance(a, np.ndarray) and a.dtype.kind == "f"]
             dtype = np.result_type(*(floats or [a for a in args if isinstance(a, np.ndarray)])).name
             rep = by_dtype.setdefault(dtype, Report(cname, "body (inlined, fused)", target, dtype, 0.0, 0.0, 0, True))
-            with braze.disable_kernels(cname), np.errstate(all="ignore"):
-                want = braze.compile(call, target="generic")(*args)
+            with registry.disable_kernels(cname), np.errstate(all="ignore"):
+                want = compile(call, target="generic")(*args)
                 try:
-                    got = braze.compile(call, target=target)(*args)
+                    got = compile(call, target=target)(*args)
                 except Exception as exc:
                     rep.ok, rep.detail = False, f"{type(exc).__name__}: {exc}"
                     rep.examples += 1
@@ -155,16 +157,14 @@ def _verify_body(cname: str, comp, targets) -> list[Report]:
 def _check_body_backward(rep: Report, call, cname: str, args, want, target: str) -> None:
     """The body's gradient as ``target`` compiles it (paired forward/backward)
     against the generic target's, for a seeded random cotangent."""
-    import braze
-
     rng = np.random.default_rng(0)
     cts = tuple(rng.standard_normal(np.shape(w)).astype(np.asarray(w).dtype) for w in _tuple(want))
     ct = cts if isinstance(want, tuple) else cts[0]
-    with braze.disable_kernels(cname), np.errstate(all="ignore"):
-        _, vjp = braze.compile(call, target="generic").vjp(*args)
+    with registry.disable_kernels(cname), np.errstate(all="ignore"):
+        _, vjp = compile(call, target="generic").vjp(*args)
         expected = vjp(ct)
         try:
-            _, vjp = braze.compile(call, target=target).vjp(*args)
+            _, vjp = compile(call, target=target).vjp(*args)
             got = vjp(ct)
         except Exception as exc:
             rep.ok, rep.detail = False, f"{type(exc).__name__}: {exc}"
@@ -206,16 +206,14 @@ def _check_backward(rep: Report, entry, call, cname: str, args, attrs, want, res
     """A kernel pair's backward against the gradient derived from the body (generic
     target), for a seeded random cotangent; skipped where the body's result is not
     finite (its gradient is NaN there either way)."""
-    import braze
-
     if not all(np.isfinite(np.asarray(w)).all() for w in _tuple(want)):
         return
     rng = np.random.default_rng(0)
     cts = tuple(rng.standard_normal(np.shape(w)).astype(np.asarray(w).dtype) for w in _tuple(want))
     ct = cts if isinstance(want, tuple) else cts[0]
     try:
-        with braze.disable_kernels(cname), np.errstate(all="ignore"):
-            _, vjp = braze.compile(call, target="generic").vjp(*args)
+        with registry.disable_kernels(cname), np.errstate(all="ignore"):
+            _, vjp = compile(call, target="generic").vjp(*args)
             body = vjp(ct)
         with np.errstate(all="ignore"):
             got = entry.backward(residuals, ct, **attrs)

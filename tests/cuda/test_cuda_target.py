@@ -335,3 +335,28 @@ def test_gather_from_an_empty_array_still_checks_indices():
     with pytest.raises(braze.IndexOutOfRangeError):
         f(np.zeros((0, 1)), np.array([0]))
     assert f(np.zeros((2, 1)), np.array([1])).shape == (1, 2)
+
+
+def test_donated_device_array_takes_the_result():
+    """donate_argnums on cuda (as on cpu): the result is written into the
+    donated input's device memory; without donation, a fresh buffer."""
+    from numba import cuda
+
+    def f(x, y):
+        return np.tanh(x) * y + 1.0
+
+    x, y = _f32(6, 5), _f32(6, 5)
+    want = np.tanh(x) * y + 1.0
+    dx, dy = cuda.to_device(x), cuda.to_device(y)
+    out = braze.compile(f, target="cuda", donate_argnums=0)(dx, dy)
+    assert_same(out.copy_to_host(), want)
+    assert np.shares_memory(out._ary, dx._ary) if hasattr(out, "_ary") else \
+        out.__cuda_array_interface__["data"][0] == dx.__cuda_array_interface__["data"][0]
+    dx = cuda.to_device(x)
+    out = braze.compile(f, target="cuda")(dx, dy)
+    assert_same(out.copy_to_host(), want)
+    assert_same(dx.copy_to_host(), x)  # not donated: untouched
+    # the same device array passed twice (donated once) is not overwritten while read
+    dx = cuda.to_device(x)
+    out = braze.compile(lambda a, b: a * 2.0 + b[::-1], target="cuda", donate_argnums=0)(dx, dx)
+    assert_same(out.copy_to_host(), x * 2.0 + x[::-1])

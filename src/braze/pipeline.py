@@ -1,0 +1,287 @@
+"""The compile pipeline, and the caches that keep what it builds.
+
+    trace (tracing) -> passes -> select (registry) -> target.lower
+                                                     (compiling targets: fused(): inline, passes, fuse;
+                                                      then their own code generation)
+
+``build`` runs it for one call of a function and returns a ``Program``;
+``lower`` runs the back half for a graph already traced (the paired
+forward/backward programs); ``fused`` is the front of every compiling
+target's ``lower``. A ``Cache`` keeps programs by call key (least recently
+used dropped beyond its size). One invalidation rule serves every cached
+program: it records the registry version of each composite name it
+depended on, and is re-selected and re-lowered (or, for a trace that chose
+kernels itself, rebuilt) when one of those changes.
+"""
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from . import calling, pytree, registry
+from .errors import BrazeError, ConcretizationError, TraceError, where
+from .fusion import Program as Fused
+from .fusion import fuse
+from .graph import Graph
+from .log import logger
+from .passes import inline_composites, run_passes
+from .select import select
+from .tracing import trace_flat
+
+# When set (BRAZE_CHECK_RESULTS=1; the test suite sets it), every call checks
+# that each raw result has the shape and dtype of the graph's output aval: a
+# target that disagrees with the graph is a braze bug, caught where it happens.
+CHECK_RESULTS = os.environ.get("BRAZE_CHECK_RESULTS") == "1"
+
+
+def check_results(name: str, target: str, graph: Graph, results) -> None:
+    """Each raw result has the shape and dtype of the graph's output aval (CHECK_RESULTS)."""
+    for k, (value, node) in enumerate(zip(results, graph.outputs)):
+        want = node.aval
+        dtype = np.dtype(getattr(value, "dtype", None) or np.asarray(value).dtype)
+        shape = tuple(getattr(value, "shape", np.shape(value)))
+        if dtype != want.dtype or shape != tuple(want.shape):
+            raise AssertionError(
+                f"braze internal error: {name} on target {target} returned "
+                f"{dtype}{list(shape)} for output {k}, whose graph aval is {want}")
+
+
+# ---------------------------------------------------------------- programs
+
+
+@dataclass
+class Program:
+    """One lowered graph and what the caller needs to run it."""
+
+    key: tuple
+    graph: Graph
+    stages: list
+    executable: Any
+    out_tree: tuple
+    n_out: int
+    mutated: list[int]  # dynamic-leaf indices whose arrays the function updated in place
+    choices: list = field(default_factory=list)   # the selection pass's decisions
+    versions: tuple = ()                          # (composite name, registry version) selection depended on
+    registry_version: int = 0
+    donated: tuple = ()
+    outputs: list = field(default_factory=list)   # an OutputSpec per result (calling.finish)
+
+    def current(self) -> bool:
+        """Whether no kernel registration since lowering could change the selection."""
+        if self.registry_version == registry.VERSION[0]:
+            return True
+        if all(registry.version(name) == v for name, v in self.versions):
+            self.registry_version = registry.VERSION[0]
+            return True
+        return False
+
+
+def lower(program: Program, target) -> Program:
+    """Select kernels for ``program.graph`` and lower it for ``target`` (in place)."""
+    version = registry.VERSION[0]
+    selected, choices = select(program.graph, target.name)
+    program.choices = choices
+    program.versions = tuple(sorted({(c.name, registry.version(c.name)) for c in choices}))
+    program.registry_version = version
+    program.executable = target.lower(selected, donated=frozenset(program.donated),
+                                      mutable=frozenset(program.mutated))
+    return program
+
+
+def lower_graph(graph: Graph, target, out_tree=pytree.LEAF, n_out: int | None = None) -> Program:
+    """A program for a graph already traced (passes, selection, lowering)."""
+    graph, stages = run_passes(graph)
+    n = len(graph.outputs) if n_out is None else n_out
+    return lower(Program((), graph, stages, None, out_tree, n, []), target)
+
+
+def build(fn: Callable, call: calling.Call, target, name: str) -> tuple[Program, dict]:
+    """Trace ``fn`` for ``call``, run the passes, select and lower; the
+    program and the time each stage took (seconds)."""
+    out_tree = []
+
+    def flat_fn(*tracers):
+        pos, kw = call.rebuild(tracers)
+        leaves, treedef = pytree.flatten(fn(*pos, **kw))
+        out_tree.append(treedef)
+        return leaves
+
+    t0 = time.perf_counter()
+    try:
+        taken = {m[0] for g in call.aliases.groups for m in g[2]} | set(call.aliases.same)
+        input_names = [f"alias{k}" for k in range(len(call.aliases.groups))] + \
+            [n for i, n in enumerate(call.names) if i not in taken]
+        traced = trace_flat(flat_fn, call.avals, input_names, target=target.name,
+                            specs=call.aliases.specs(call.specs), buffers=call.aliases.buffers())
+    except (TypeError, ValueError, AttributeError, ConcretizationError) as exc:
+        if not call.odd or (isinstance(exc, BrazeError) and not isinstance(exc, ConcretizationError)):
+            raise
+        raise _odd_argument_error(name, call, exc) from exc
+    t1 = time.perf_counter()
+    graph, stages = run_passes(traced.graph, keep_stages=True)
+    t2 = time.perf_counter()
+    program = Program(call.key, graph, stages, None, out_tree[0], len(graph.outputs) - len(traced.mutated),
+                      traced.mutated, donated=call.donated, outputs=traced.outputs)
+    lower(program, target)
+    t3 = time.perf_counter()
+    return program, {"trace": t1 - t0, "passes": t2 - t1, "lower": t3 - t2}
+
+
+def _odd_argument_error(name: str, call: calling.Call, exc: Exception) -> TraceError:
+    """Tracing failed and an argument was data that is not an array: say so."""
+    arg, value = call.odd[0]
+    shown = repr(value) if len(repr(value)) < 60 else repr(value)[:57] + "..."
+    kind = type(value).__name__
+    advice = (f"a {kind} is a pytree whose elements are traced one by one; pass "
+              f"np.asarray({arg}), a NumPy array" if isinstance(value, (list, tuple)) else
+              f"pass a NumPy array, or declare {arg} static (static_argnames=({arg!r},)) "
+              "if it is a setting")
+    return TraceError(
+        f"{name}: tracing failed ({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); "
+        f"argument {arg} is {shown} ({kind}), not an array{where()}. braze traces array "
+        f"arguments: {advice}")
+
+
+def fused(graph: Graph, record: dict | None = None) -> Fused:
+    """The front half of a compiling target's ``lower``: composites left by
+    selection inlined (``record``: site -> the nodes computing its results),
+    the passes rerun over the inlined bodies, the graph fused into loops."""
+    graph, _ = run_passes(inline_composites(graph, record if record is not None else {}))
+    return fuse(graph)
+
+
+def run(program: Program, inputs: list, name: str, target: str, outs=None) -> list:
+    """Run ``program`` on the executable's inputs; write back the arguments the
+    function updated in place; return the raw results."""
+    calling.check_writeable(program.mutated, inputs, program.graph.input_names, name)
+    results = program.executable.run(inputs) if outs is None else program.executable.run(inputs, outs)
+    if CHECK_RESULTS:
+        check_results(name, target, program.graph, results)
+    calling.write_back(program.mutated, inputs, results[program.n_out:])
+    return results
+
+
+# ---------------------------------------------------------------- caches
+
+
+@dataclass
+class CacheInfo:
+    """Hits, misses and the reason for each miss of one compiled function."""
+
+    hits: int = 0
+    misses: int = 0
+    size: int = 0
+    reasons: list[str] = field(default_factory=list)  # the latest ``MAX_REASONS``
+    evictions: int = 0
+
+
+MAX_REASONS = 100
+DEFAULT_CACHE_SIZE = 256  # programs kept per compiled function (compile(cache_size=...))
+
+
+class Cache:
+    """Built values (programs, paired programs) by call key, least recently
+    used first; at most ``size`` kept, each eviction logged and counted.
+
+    ``refresh(value)`` is asked on every hit: it returns the value to use
+    (itself, or re-lowered in place) or None when it must be rebuilt.
+    """
+
+    def __init__(self, name: str, size: int, refresh: Callable, on_evict: Callable | None = None):
+        self.name, self.size = name, size
+        self.refresh, self.on_evict = refresh, on_evict
+        self.entries: collections.OrderedDict[tuple, Any] = collections.OrderedDict()
+        self.lock = threading.RLock()
+        self.info = CacheInfo()
+
+    def peek(self, key):
+        """The value for ``key`` without checking it is current (the call fast path)."""
+        value = self.entries.get(key)
+        if value is not None:
+            try:
+                self.entries.move_to_end(key)
+            except KeyError:  # evicted by another thread just now: still usable for this call
+                pass
+        return value
+
+    def get(self, key, build: Callable[[], Any], reason: Callable[[], str]):
+        """The current value for ``key``, built (once, under the lock) on a miss."""
+        value = self.peek(key)
+        if value is not None:
+            fresh = self.refresh(value)
+            if fresh is not None:
+                self.info.hits += 1
+                return fresh
+        with self.lock:
+            value = self.entries.get(key)
+            if value is not None:  # another thread finished (or refreshed) it while we waited
+                fresh = self.refresh(value)
+                if fresh is not None:
+                    self.info.hits += 1
+                    return fresh
+                why = "registry changed: rebuilt for the kernels now registered"
+            else:
+                why = reason()
+            value = build()
+            self.info.reasons.append(why)
+            del self.info.reasons[:-MAX_REASONS]
+            self.info.misses += 1
+            self.entries[key] = value
+            while len(self.entries) > self.size:
+                self._evict()
+            return value
+
+    def note(self, reason: str) -> None:
+        self.info.reasons.append(reason)
+        del self.info.reasons[:-MAX_REASONS]
+
+    def _evict(self) -> None:
+        key, value = self.entries.popitem(last=False)
+        self.info.evictions += 1
+        if self.on_evict is not None:
+            self.on_evict(value)
+        graph = getattr(value, "graph", None) or value.forward.graph
+        logger.info("%s: evicted the least recently used trace (%s) to keep %d (compile(cache_size=...)); "
+                    "%d evictions so far: many distinct shapes or static values retrace", self.name,
+                    ", ".join(str(a) for a in graph.inputs) or "no array inputs", self.size, self.info.evictions)
+
+    def snapshot(self) -> CacheInfo:
+        info = self.info
+        return CacheInfo(info.hits, info.misses, len(self.entries), list(info.reasons), info.evictions)
+
+    def clear(self) -> None:
+        with self.lock:
+            self.entries.clear()
+            self.info = CacheInfo()
+
+
+def log_build(name: str, target: str, reason: str, times: dict, graph: Graph) -> None:
+    if logger.isEnabledFor(logging.INFO):
+        logger.info("%s: traced for %s (%s): trace %.1f ms, passes %.1f ms, select+lower %.1f ms, %d nodes",
+                    name, target, reason, times["trace"] * 1e3, times["passes"] * 1e3, times["lower"] * 1e3,
+                    len(graph.nodes))
+
+
+class Lowered:
+    """What ``f.lower(*args)`` returns: the graph and the target's program."""
+
+    def __init__(self, program: Program, target):
+        self.ir = program.graph
+        self.graph = str(program.graph)
+        self.stages = program.stages
+        sites = program.executable.sites
+        selection = "\n".join([c.describe(sites.get(c.site)) for c in program.choices] + list(program.graph.notes))
+        self.choices = program.choices
+        self.plan = (selection + "\n\n" if selection else "") + program.executable.plan
+        self.source = program.executable.source
+        self.target = target
+
+    def __str__(self):
+        return f"{self.graph}\n\n# plan ({self.target.name})\n{self.plan}\n\n# source\n{self.source}"

@@ -112,6 +112,7 @@ BINARY = {
     "minimum": (np.minimum, _distinct), "fmax": (np.fmax, _distinct), "fmin": (np.fmin, _distinct),
     "copysign": (np.copysign, _pair(0.5, 2, 0.5, 2, sign2=True)),
     "logaddexp": (np.logaddexp, _pair(-2, 2, -2, 2)), "logaddexp2": (np.logaddexp2, _pair(-2, 2, -2, 2)),
+    "heaviside": (np.heaviside, _pair(0.5, 2, -2, 2)),  # (a step away from 0: zero in both)
 }
 
 
@@ -133,7 +134,10 @@ def _ints():
     return _rng(6).uniform(-1, 1, (5, 3))
 
 
+_STEP_AT = np.array([[-1.5, 0.0, 2.0, 0.0], [0.0, 0.7, -0.2, 0.0], [3.0, 0.0, 0.0, -1.0]])
+
 MISC = {
+    "heaviside_at_zero": (lambda h: np.heaviside(_STEP_AT, h) * 2.0, _u(-1, 1)),  # h counts where x == 0
     "where": (_mask_where, lambda: (_rng(1).uniform(-1, 1, (3, 4)), _rng(2).uniform(-1, 1, (4,)))),
     "clip": (_clip, _clip_args),
     "reduce_sum": (lambda x: x.sum(axis=1, keepdims=True) * x.sum(axis=0), _u(-1, 1)),

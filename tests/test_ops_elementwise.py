@@ -144,7 +144,7 @@ def test_unary_ufunc(name, dtype, layout):
 BINARY = [
     "add", "subtract", "multiply", "true_divide", "floor_divide", "remainder", "power",
     "arctan2", "maximum", "minimum", "fmax", "fmin", "logical_and", "logical_or",
-    "logical_xor", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
+    "logical_xor", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "heaviside",
 ]
 BINARY_ROLE_B = {"power": "exponent"}
 # A few mixed-dtype pairs exercise promotion (same-dtype pairs cover the rest).

@@ -32,6 +32,8 @@ CASES = {
     "chain f64 broadcast": (lambda a, b: np.tanh(a) * b + 1.0, [_f64(4, 1, 5), _f64(3, 1)]),
     "special values": (lambda x: (np.exp(x), np.log(x), np.sqrt(x), x / 0.0, np.floor(x), np.rint(x * 2.5),
                                   np.maximum(x, 0.0), np.sign(x), np.isnan(x), np.isinf(x)), [_special()]),
+    "heaviside": (lambda x, h: (np.heaviside(x, h), np.heaviside(x.astype(np.float32), np.float32(0.5))),
+                  [_special(), _f64(3, 9)]),
     "logs of negatives": (lambda x: (np.log2(x), np.log10(x), np.logaddexp(x, x * 2)),
                           [np.array([-1.0, 0.0, 2.0, 800.0, np.nan])]),
     "special f32": (lambda x: (np.expm1(x), np.log1p(x), np.cbrt(x), np.trunc(x), np.ceil(x), np.arctan2(x, 1.5),

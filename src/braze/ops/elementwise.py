@@ -246,6 +246,14 @@ def _copysign_vjp(ct, x, y, *, out):
 copysign = elementwise("copysign", np.copysign, 2, vjp=_copysign_vjp,
                        scalar=lambda a, b, t: f"math.copysign({a}, {b})", flags=("int_checked",))
 
+heaviside = elementwise(
+    "heaviside", np.heaviside, 2,
+    # a step: no derivative in x (zero a.e.); the value at x == 0 is x2's
+    vjp=lambda ct, x, h0, *, out: (None, where(equal(x, 0), ct, 0.0)),
+    scalar=lambda a, b, t: f"({scalar_cast(b, t)} if {a} == 0 else ({scalar_cast(a, t)} if {a} != {a} else "
+                           f"({scalar_literal(1, t)} if {a} > 0 else {scalar_literal(0, t)})))",
+    flags=("int_checked",))
+
 # ---------------------------------------------------------------- extrema
 
 

@@ -77,6 +77,8 @@ class Executable:
         self.plan = plan
         self.source = source
         self.sites: dict = {}  # composite site path -> kernel name, where the target knows
+        self.times: dict = {}  # the target's own stages (seconds), for logs and ``explain``
+        self.counts: dict = {}  # e.g. kernels and distinct kernel sources
 
     def __call__(self, inputs: Sequence, outs=None) -> list:
         return self.run(inputs) if outs is None else self.run(inputs, outs)

@@ -187,8 +187,11 @@ class CPUTarget(Target):
 
     def lower(self, graph: Graph, donated=frozenset(), mutable=frozenset()) -> Executable:
         record: dict = {}
+        t0 = time.perf_counter()
         program = fused(graph, record)
+        t1 = time.perf_counter()
         executable = lower_program(program, frozenset(donated), frozenset(mutable))
+        executable.times = {"fuse": t1 - t0, "codegen": time.perf_counter() - t1}
         executable.sites = _kernels_of_sites(program, record)
         return executable
 
@@ -208,7 +211,7 @@ def lower_program(program: Program, donated=frozenset(), mutable=frozenset()) ->
     layout = SlotLayout(graph)
     slot_of = layout.slot_of
     memory = cpu_memory.plan(program, slot_of, donated, mutable)
-    runners, sources = [], []
+    runners, sources, kernel_sources = [], [], []
     for index, step in enumerate(program.steps):
         if isinstance(step, Loop) and _needs_numpy(step):
             runners.append(lambda call, run=numpy_loop(step, slot_of): run(call.slots))
@@ -224,6 +227,7 @@ def lower_program(program: Program, donated=frozenset(), mutable=frozenset()) ->
                 kernel = cpu_cache.load(ks.source, "kernel_serial")
             runners.append(_loop_runner(step, slot_of, kernel, ks, memory.buffer, tier_up=parallel))
             sources.append(f"# {step.name}: {', '.join(m.op for m in step.members)}\n{ks.source}")
+            kernel_sources.append(ks.source)
         else:
             runners.append(_op_runner(step.node, slot_of, index in memory.inplace))
     out_slots = [slot_of[id(o)] for o in graph.outputs]
@@ -245,4 +249,7 @@ def lower_program(program: Program, donated=frozenset(), mutable=frozenset()) ->
             r(call)
         return [slots[j] for j in out_slots]
 
-    return Executable(run, program.describe(), "\n\n".join(sources))
+    executable = Executable(run, program.describe(), "\n\n".join(sources))
+    executable.counts = {"steps": len(program.steps), "kernels": len(kernel_sources),
+                         "distinct kernels": len(set(kernel_sources))}
+    return executable

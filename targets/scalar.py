@@ -49,8 +49,15 @@ def loop_dtypes(op: str, keys: tuple) -> tuple[np.dtype, ...]:
         return tuple(np.dtype(d) for d in ufunc.resolve_dtypes(strong + (None,) * ufunc.nout))
 
 
+@functools.lru_cache(maxsize=None)
+def dtype_name(dtype) -> str:
+    """``np.dtype(dtype).name`` (cached: code generation asks for it per operand)."""
+    return np.dtype(dtype).name
+
+
+@functools.lru_cache(maxsize=None)
 def _compute(dtype) -> np.dtype:
-    return np.dtype(_ALIAS.get(np.dtype(dtype).name, np.dtype(dtype).name))
+    return np.dtype(_ALIAS.get(dtype_name(dtype), dtype_name(dtype)))
 
 
 def _float_name(dtype) -> str:
@@ -77,7 +84,7 @@ class CpuOps:
         if op == "erf":  # (no ufunc: computed in the dtype NumPy's transcendentals give)
             t = _compute(out_dtype)
             return cast(self.rule("erf")(cast(args[0], t), t), out_dtype)
-        keys = tuple((np.dtype(a.dtype).name, a.weak) for a in in_avals)
+        keys = tuple((dtype_name(a.dtype), a.weak) for a in in_avals)
         ins = loop_dtypes(op, keys)[: len(args)]
         t = _compute(ins[0])
         operands = [cast(a, _compute(d)) for a, d in zip(args, ins)]

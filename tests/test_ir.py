@@ -298,7 +298,11 @@ def test_thousands_of_nested_views():
     assert braze.compile(views, target="generic")(a.copy()) == views(a.copy()) == 8000.0
 
 
-def test_a_kernel_fusing_a_long_chain_is_generated_without_recursion():
+def test_a_kernel_fusing_a_long_chain_is_generated_without_recursion(monkeypatch):
+    import braze.fusion
+
+    monkeypatch.setattr(braze.fusion, "MAX_KERNEL_OPS", 10**6)  # one kernel of all 3,000 ops
+
     def chain(x):
         for k in range(3000):
             x = x * 1.0001 if k % 2 else x + 0.5
@@ -311,3 +315,38 @@ def test_a_kernel_fusing_a_long_chain_is_generated_without_recursion():
     graph, _ = run_passes(inline_composites(braze.trace(chain, np.ones(8)), {}))
     (loop,) = [s for s in fuse(graph).steps if isinstance(s, Loop)]
     assert len(loop.members) == 3000 and "def kernel(" in generate(loop).source
+
+
+def test_a_long_chain_fuses_into_capped_kernels_that_share_one_source():
+    """Fusion stops a kernel at MAX_KERNEL_OPS (numba compiles big functions in
+    superlinear time); the pieces of a regular chain are the same source, so a
+    chain of 3,000 ops compiles as few numba functions as one of 300."""
+    from braze.fusion import MAX_KERNEL_OPS, Loop, fuse
+    from braze.passes import inline_composites, run_passes
+    from braze.targets.cpu_codegen import generate
+
+    def sources(n):
+        def chain(x):
+            for k in range(n):
+                x = x * 1.0001 if k % 2 else np.tanh(x) + 0.5
+            return x
+
+        graph, _ = run_passes(inline_composites(braze.trace(chain, np.ones(8)), {}))
+        loops = [s for s in fuse(graph).steps if isinstance(s, Loop)]
+        assert all(len(loop.members) <= MAX_KERNEL_OPS for loop in loops)
+        assert sum(len(loop.members) for loop in loops) == len([m for m in graph.nodes if m.op not in
+                                                                  ("input", "const")])
+        return len(loops), {generate(loop).source for loop in loops}
+
+    few, few_sources = sources(300)
+    many, many_sources = sources(3000)
+    assert many >= 3000 * 3 // 2 // MAX_KERNEL_OPS  # tanh, add, multiply: 1.5 ops per step
+    assert len(many_sources) <= len(few_sources) <= 4
+
+    def chain(x):
+        for k in range(3000):
+            x = x * 1.0001 if k % 2 else np.tanh(x) + 0.5
+        return x
+
+    x = np.linspace(-2, 2, 8)
+    np.testing.assert_allclose(braze.compile(chain, target="cpu")(x), chain(x), rtol=1e-13)  # tanh: braze's

@@ -28,6 +28,7 @@ call; elementwise work after it fuses into the next kernel.
 """
 from __future__ import annotations
 
+import heapq
 from collections import defaultdict
 
 import numpy as np
@@ -162,10 +163,24 @@ def _computable(node: Node) -> bool:
     return KIND.get(node.op) in ("elementwise", "reduce") or _is_trivial_layout(node)
 
 
+# A kernel holds at most this many ops and reads at most this many values.
+# numba's compile time grows faster than linearly in the size of a function
+# (a 1,000-op chain fused into one kernel took 23 s to compile, 32 ops take
+# 0.4 s), while splitting a long chain costs one extra write and read per
+# ``MAX_KERNEL_OPS`` ops. The pieces of an unrolled loop are the same kernel
+# source, compiled once.
+MAX_KERNEL_OPS = 32
+MAX_KERNEL_READS = 16
+
+
 class _Group:
     def __init__(self, root: Node):
         self.members: set[int] = set()
         self.nodes: list[Node] = []
+        self.reads: set[int] = set()  # ids of the values outside the group it reads
+        self.lowest = None            # smallest program position of a member
+        self.ops = 0                  # members that are not layout ops (``MAX_KERNEL_OPS``)
+        self.reshaped = False         # the domain or axes changed since the queue last looked
         if root.op in REDUCE_OPS:
             self.domain = root.inputs[0].aval.shape
             self.axes = _reduce_axes(root)
@@ -249,22 +264,58 @@ def fuse(graph: Graph) -> Program:
     spaces: dict[int, str] = {}
     groups: list[_Group] = []
 
-    def absorb(group: _Group, node: Node, space: str) -> None:
+    def absorb(group: _Group, node: Node, space: str) -> bool:
+        """Add ``node`` to ``group``; whether the group's domain or axes changed."""
+        changed = False
         if node.op in REDUCE_OPS and node.inputs[0].aval.shape != group.domain:
             # rebase: the row values so far become row values of the bigger domain
             group.domain = node.inputs[0].aval.shape
             for m in group.nodes:
                 spaces[id(m)] = space
+            changed = True
         if group.axes is None:
             if node.op in REDUCE_OPS:
                 group.axes = _reduce_axes(node)
             elif space in ("keep", "drop"):
                 group.axes = _keep_axes(node.aval.shape, group.domain)
+            changed = changed or group.axes is not None
         group.members.add(id(node))
         group.nodes.append(node)
+        group.ops += node.op not in LAYOUT_OPS
+        group.reads.discard(id(node))
+        group.reads.update(id(i) for i in node.inputs if id(i) not in group.members and i.op != "const")
+        group.lowest = pos[id(node)] if group.lowest is None else min(group.lowest, pos[id(node)])
         spaces[id(node)] = space
         group_of[id(node)] = group
+        return changed
 
+    def new_reads(group: _Group, node: Node) -> int:
+        return sum(1 for i in node.inputs if id(i) not in group.members and id(i) not in group.reads
+                   and i.op != "const")
+
+    def try_absorb(group: _Group, p: Node, turned_down: dict) -> bool:
+        """Add candidate ``p`` to ``group`` if it can join; else note it turned down."""
+        if id(p) in group.members or id(p) in group_of or not _computable(p):
+            return False
+        outside = [c for c in consumers[id(p)] if id(c) not in group.members]
+        if ((outside and _feeds(outside, group, group_of, pos))  # kernels would depend both ways
+                or _downstream(p, group, pos)  # p reads something computed from this group
+                or len(group.reads) - 1 + new_reads(group, p) > MAX_KERNEL_READS):
+            turned_down[id(p)] = p
+            return False
+        exported = bool(outside) or id(p) in graph_outputs
+        space = group.space_of(p, consumers[id(p)], spaces, exported)
+        if space is None:
+            turned_down[id(p)] = p
+            return False
+        turned_down.pop(id(p), None)
+        group.reshaped |= absorb(group, p, space)
+        return True
+
+    # One sweep from the outputs back: each node not yet in a kernel leads one
+    # and grows it over its producers. Candidates are examined from a work
+    # queue: a candidate turned down is looked at again only when something
+    # that could change the answer joins (one of its readers, or a new domain).
     for node in reversed(nodes):
         if id(node) in group_of or not _computable(node) or node.op in LAYOUT_OPS:
             continue  # layout ops never lead a kernel: alone they are views
@@ -274,24 +325,26 @@ def fuse(graph: Graph) -> Program:
             continue
         absorb(group, node, space)
         groups.append(group)
-        changed = True
-        while changed:
-            changed = False
-            for member in list(group.nodes):
-                for p in member.inputs:
-                    if id(p) in group.members or id(p) in group_of or not _computable(p):
-                        continue
-                    outside = [c for c in consumers[id(p)] if id(c) not in group.members]
-                    if outside and _feeds(outside, group, group_of, pos):
-                        continue  # computing p here would make kernels depend on each other both ways
-                    if _downstream(p, group, pos):
-                        continue  # p reads something computed from this group
-                    exported = bool(outside) or id(p) in graph_outputs
-                    space = group.space_of(p, consumers[id(p)], spaces, exported)
-                    if space is None:
-                        continue
-                    absorb(group, p, space)
-                    changed = True
+        queue = list(node.inputs)  # a stack: a producer's own producers first, so a
+        turned_down: dict[int, Node] = {}  # capped kernel holds whole loop iterations
+        while queue and group.ops < MAX_KERNEL_OPS:
+            p = queue.pop()
+            if not try_absorb(group, p, turned_down):
+                continue
+            queue.extend(p.inputs)
+            # readers of p turned down because p was computed outside may join now
+            queue.extend(c for c in consumers[id(p)] if id(c) in turned_down)
+            if group.reshaped:
+                group.reshaped = False
+                queue.extend(turned_down.values())
+        # At the cap, an op only this kernel reads, reading nothing another kernel
+        # computes, still joins: alone it would be a kernel of one op (the first
+        # op of a loop iteration the cap cut off).
+        for p in queue:
+            if (id(p) not in group_of and p.op not in LAYOUT_OPS and group.ops < MAX_KERNEL_OPS + 4
+                    and all(id(c) in group.members for c in consumers[id(p)])
+                    and not any(_computable(i) and i.op not in LAYOUT_OPS for i in p.inputs)):
+                try_absorb(group, p, turned_down)
 
     program = Program(graph)
     counter = {"k": 0, "x": 0, "v": 0}
@@ -302,8 +355,11 @@ def fuse(graph: Graph) -> Program:
 
     for group in groups:
         _evict_dangling_layouts(group, group_of, spaces)
+        group.reads = {id(i) for n in group.nodes for i in n.inputs
+                       if id(i) not in group.members and i.op != "const"}
+        group.lowest = min((pos[id(n)] for n in group.nodes), default=None)
     groups = [g for g in groups if g.nodes]
-    groups = _merge_siblings(groups, group_of)
+    groups = _merge_siblings(groups, group_of, pos)
 
     # One step per group, extern and view; then order the steps topologically.
     # Kernels run as wholes, so groups can depend on each other in a cycle even
@@ -336,34 +392,43 @@ def fuse(graph: Graph) -> Program:
 
 def _order_steps(nodes, group_of) -> tuple[list, list | None]:
     """Steps (group, members) in program order, and a topological order of them
-    (None if the groups depend on each other in a cycle)."""
-    steps, step_of = [], {}
+    (None if the groups depend on each other in a cycle): Kahn's algorithm,
+    the earliest ready step in program order first."""
+    steps, step_of, index_of = [], {}, {}
     for node in nodes:
-        if node.op in SOURCE_OPS or id(node) in step_of:
+        if node.op in SOURCE_OPS:
             continue
         group = group_of.get(id(node))
         if group is None:
-            step = [node]
+            k = len(steps)
+            steps.append((None, [node]))
         else:
-            step = [n for n in nodes if id(n) in group.members]
-        for n in step:
-            step_of[id(n)] = len(steps)
-        steps.append((group, step))
-    deps = [set() for _ in steps]
+            k = index_of.get(id(group))
+            if k is None:
+                k = index_of[id(group)] = len(steps)
+                steps.append((group, []))
+            steps[k][1].append(node)
+        step_of[id(node)] = k
+    readers: list[list[int]] = [[] for _ in steps]
+    waiting = [0] * len(steps)
     for k, (_, members) in enumerate(steps):
-        for m in members:
-            for i in m.inputs:
-                j = step_of.get(id(i))
-                if j is not None and j != k:
-                    deps[k].add(j)
-    done, order = set(), []
-    while len(order) < len(steps):
-        ready = [k for k in range(len(steps)) if k not in done and deps[k] <= done]
-        if not ready:
-            return [st for k, st in enumerate(steps) if k not in done], None
-        k = ready[0]  # earliest in program order first
-        done.add(k)
+        deps = {step_of[id(i)] for m in members for i in m.inputs if id(i) in step_of} - {k}
+        waiting[k] = len(deps)
+        for j in deps:
+            readers[j].append(k)
+    ready = [k for k in range(len(steps)) if not waiting[k]]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        k = heapq.heappop(ready)
         order.append(k)
+        for r in readers[k]:
+            waiting[r] -= 1
+            if not waiting[r]:
+                heapq.heappush(ready, r)
+    if len(order) < len(steps):
+        done = set(order)
+        return [st for k, st in enumerate(steps) if k not in done], None
     return steps, order
 
 
@@ -408,55 +473,82 @@ def _evict_dangling_layouts(group: _Group, group_of: dict, spaces: dict) -> None
                 changed = True
 
 
-def _merge_siblings(groups: list[_Group], group_of: dict) -> list[_Group]:
+def _merge_siblings(groups: list[_Group], group_of: dict, pos: dict) -> list[_Group]:
     """Horizontal fusion: groups over the same domain and axes that read a common
-    value and do not depend on each other become one kernel (one pass over memory)."""
+    value and do not depend on each other become one kernel (one pass over memory).
 
-    def reads(g: _Group) -> set[int]:
-        return {id(i) for n in g.nodes for i in n.inputs if id(i) not in g.members and i.op != "const"}
+    Candidates are found through the values they share (an index from value to
+    the groups reading it), not by comparing every pair of groups."""
+    merged_into: dict[int, _Group] = {}
 
-    def upstream(g: _Group) -> set[int]:
-        """ids of the groups g depends on, through any path (externs and views too,
-        and through other kernels as wholes)."""
-        seen_nodes, groups_found = set(), set()
-        stack = [i for n in g.nodes for i in n.inputs if id(i) not in g.members]
-        while stack:
-            node = stack.pop()
-            if id(node) in seen_nodes:
+    def find(g: _Group) -> _Group:
+        while id(g) in merged_into:
+            g = merged_into[id(g)]
+        return g
+
+    readers: dict[int, list[_Group]] = defaultdict(list)
+    for g in groups:
+        for value in g.reads:
+            readers[value].append(g)
+    for value, gs in readers.items():
+        if len(gs) < 2:
+            continue
+        heads: list[_Group] = []
+        for g in gs:
+            g = find(g)
+            if any(g is h for h in heads):
                 continue
-            seen_nodes.add(id(node))
-            other = group_of.get(id(node))
-            if other is not None and id(other) not in groups_found:
-                groups_found.add(id(other))
-                # a kernel runs as a whole: whatever any member reads, it waits for
-                stack.extend(i for n in other.nodes for i in n.inputs)
-            stack.extend(node.inputs)
-        return groups_found
+            for h in heads[-MERGE_PARTNERS:]:
+                if _can_merge(h, g, group_of, pos):
+                    h.axes = h.axes if h.axes is not None else g.axes
+                    for n in g.nodes:
+                        h.members.add(id(n))
+                        h.nodes.append(n)
+                        group_of[id(n)] = h
+                    h.reads = {i for i in h.reads | g.reads if i not in h.members}
+                    h.lowest = min(h.lowest, g.lowest)
+                    h.ops += g.ops
+                    merged_into[id(g)] = h
+                    break
+            else:
+                heads.append(g)
+    return [g for g in groups if id(g) not in merged_into]
 
-    merged = True
-    while merged:
-        merged = False
-        for a in groups:
-            for b in groups:
-                if a is b or a.domain != b.domain:
-                    continue
-                if a.axes is not None and b.axes is not None and tuple(a.axes) != tuple(b.axes):
-                    continue
-                if not (reads(a) & reads(b)) or id(b) in upstream(a) or id(a) in upstream(b):
-                    continue
-                if (a.axes or b.axes) and not _is_trailing(a.axes or b.axes, len(a.domain)):
-                    continue
-                a.axes = a.axes if a.axes is not None else b.axes
-                for n in b.nodes:
-                    a.members.add(id(n))
-                    a.nodes.append(n)
-                    group_of[id(n)] = a
-                groups.remove(b)
-                merged = True
-                break
-            if merged:
-                break
-    return groups
+
+# Groups reading one value tried as merge partners of each new reader.
+MERGE_PARTNERS = 8
+
+
+def _can_merge(a: _Group, b: _Group, group_of: dict, pos: dict) -> bool:
+    if a.domain != b.domain or a.ops + b.ops > MAX_KERNEL_OPS:
+        return False
+    if len(a.reads | b.reads) > MAX_KERNEL_READS:
+        return False
+    if a.axes is not None and b.axes is not None and tuple(a.axes) != tuple(b.axes):
+        return False
+    if (a.axes or b.axes) and not _is_trailing(a.axes or b.axes, len(a.domain)):
+        return False
+    return not _depends(a, b, group_of, pos) and not _depends(b, a, group_of, pos)
+
+
+def _depends(a: _Group, b: _Group, group_of: dict, pos: dict) -> bool:
+    """Whether ``a`` reads, through any path, something ``b`` computes (kernels
+    run as wholes: whatever a member of a kernel on the path reads, it waits for).
+    Nodes before ``b``'s first member cannot lead there and are not walked."""
+    stack = [i for n in a.nodes for i in n.inputs if id(i) not in a.members]
+    seen: set[int] = set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen or pos[id(node)] < b.lowest:
+            continue
+        seen.add(id(node))
+        if id(node) in b.members:
+            return True
+        other = group_of.get(id(node))
+        if other is not None and other is not a:
+            stack.extend(i for n in other.nodes for i in n.inputs)
+        stack.extend(node.inputs)
+    return False
 
 
 def _reaches(starts, targets: set[int], pos, lowest: int) -> bool:
@@ -487,7 +579,7 @@ def _feeds(outside: list[Node], group: _Group, group_of, pos) -> bool:
 def _downstream(node: Node, group: _Group, pos) -> bool:
     """Whether an input of ``node`` outside ``group`` is computed from a member."""
     outside = [i for i in node.inputs if id(i) not in group.members]
-    return _reaches(outside, group.members, pos, min(pos[id(n)] for n in group.nodes))
+    return _reaches(outside, group.members, pos, group.lowest)
 
 
 def _make_loop(name, group, members, spaces, consumers, graph_outputs) -> Loop:

@@ -72,6 +72,7 @@ class Program:
     registry_version: int = 0
     donated: tuple = ()
     outputs: list = field(default_factory=list)   # an OutputSpec per result (calling.finish)
+    times: dict = field(default_factory=dict)     # seconds per compile stage (trace, passes, fuse, ...)
 
     def current(self) -> bool:
         """Whether no kernel registration since lowering could change the selection."""
@@ -131,7 +132,8 @@ def build(fn: Callable, call: calling.Call, target, name: str) -> tuple[Program,
                       traced.mutated, donated=call.donated, outputs=traced.outputs)
     lower(program, target)
     t3 = time.perf_counter()
-    return program, {"trace": t1 - t0, "passes": t2 - t1, "lower": t3 - t2}
+    program.times = {"trace": t1 - t0, "passes": t2 - t1, "lower": t3 - t2, **program.executable.times}
+    return program, program.times
 
 
 def _odd_argument_error(name: str, call: calling.Call, exc: Exception) -> TraceError:
@@ -264,9 +266,15 @@ class Cache:
 
 def log_build(name: str, target: str, reason: str, times: dict, graph: Graph) -> None:
     if logger.isEnabledFor(logging.INFO):
-        logger.info("%s: traced for %s (%s): trace %.1f ms, passes %.1f ms, select+lower %.1f ms, %d nodes",
-                    name, target, reason, times["trace"] * 1e3, times["passes"] * 1e3, times["lower"] * 1e3,
+        logger.info("%s: traced for %s (%s): %s; %d nodes", name, target, reason, describe_times(times),
                     len(graph.nodes))
+
+
+def describe_times(times: dict) -> str:
+    """``trace 1.0 ms, passes 2.0 ms, lower 3.0 ms (fuse 1.0 ms, codegen 1.5 ms)``."""
+    main = ", ".join(f"{k} {times[k] * 1e3:.1f} ms" for k in ("trace", "passes", "lower") if k in times)
+    inner = ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in times.items() if k not in ("trace", "passes", "lower"))
+    return main + (f" ({inner})" if inner else "")
 
 
 class Lowered:
@@ -282,6 +290,10 @@ class Lowered:
         self.plan = (selection + "\n\n" if selection else "") + program.executable.plan
         self.source = program.executable.source
         self.target = target
+        self.times = dict(program.times)
+        self.counts = dict(program.executable.counts)
 
     def __str__(self):
-        return f"{self.graph}\n\n# plan ({self.target.name})\n{self.plan}\n\n# source\n{self.source}"
+        counts = ", ".join(f"{v} {k}" for k, v in self.counts.items())
+        stats = f"# compile: {describe_times(self.times)}" + (f"; {counts}" if counts else "")
+        return f"{self.graph}\n\n# plan ({self.target.name})\n{self.plan}\n\n{stats}\n\n# source\n{self.source}"

@@ -1,6 +1,8 @@
 """Helpers shared by the primitive declarations: broadcasting and errors."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..aval import Aval
@@ -75,6 +77,7 @@ def strong(shape, dtype) -> Aval:
 
 # ---- scalar code (numba source) helpers, shared by the ops' scalar rules and the targets
 
+@functools.lru_cache(maxsize=None)
 def np_type(dtype) -> str:
     dtype = np.dtype(dtype)
     return "np.bool_" if dtype == np.bool_ else f"np.{dtype.name}"

@@ -179,6 +179,7 @@ class _Group:
         self.nodes: list[Node] = []
         self.reads: set[int] = set()  # ids of the values outside the group it reads
         self.lowest = None            # smallest program position of a member
+        self.highest = -1             # largest program position of a member
         self.ops = 0                  # members that are not layout ops (``MAX_KERNEL_OPS``)
         self.reshaped = False         # the domain or axes changed since the queue last looked
         if root.op in REDUCE_OPS:
@@ -285,6 +286,7 @@ def fuse(graph: Graph) -> Program:
         group.reads.discard(id(node))
         group.reads.update(id(i) for i in node.inputs if id(i) not in group.members and i.op != "const")
         group.lowest = pos[id(node)] if group.lowest is None else min(group.lowest, pos[id(node)])
+        group.highest = max(group.highest, pos[id(node)])
         spaces[id(node)] = space
         group_of[id(node)] = group
         return changed
@@ -358,6 +360,7 @@ def fuse(graph: Graph) -> Program:
         group.reads = {id(i) for n in group.nodes for i in n.inputs
                        if id(i) not in group.members and i.op != "const"}
         group.lowest = min((pos[id(n)] for n in group.nodes), default=None)
+        group.highest = max((pos[id(n)] for n in group.nodes), default=-1)
     groups = [g for g in groups if g.nodes]
     groups = _merge_siblings(groups, group_of, pos)
 
@@ -507,6 +510,7 @@ def _merge_siblings(groups: list[_Group], group_of: dict, pos: dict) -> list[_Gr
                         group_of[id(n)] = h
                     h.reads = {i for i in h.reads | g.reads if i not in h.members}
                     h.lowest = min(h.lowest, g.lowest)
+                    h.highest = max(h.highest, g.highest)
                     h.ops += g.ops
                     merged_into[id(g)] = h
                     break
@@ -542,7 +546,7 @@ def _depends(a: _Group, b: _Group, group_of: dict, pos: dict) -> bool:
         if id(node) in seen or pos[id(node)] < b.lowest:
             continue
         seen.add(id(node))
-        if id(node) in b.members:
+        if id(node) in b.members or len(seen) > WALK_LIMIT:
             return True
         other = group_of.get(id(node))
         if other is not None and other is not a:
@@ -551,9 +555,17 @@ def _depends(a: _Group, b: _Group, group_of: dict, pos: dict) -> bool:
     return False
 
 
+# The dependence walks below give up after this many nodes and answer "yes"
+# (the candidate stays out of the kernel: always safe). Without the bound, a
+# value read by every iteration of an unrolled loop made each candidate walk
+# back over the loop so far (quadratic: 16 s to fuse 35,000 ops).
+WALK_LIMIT = 64
+
+
 def _reaches(starts, targets: set[int], pos, lowest: int) -> bool:
     """Whether an input (transitively) of one of ``starts`` is in ``targets``;
-    nodes at or before position ``lowest`` cannot lead there and are skipped."""
+    nodes at or before position ``lowest`` cannot lead there and are skipped.
+    True also when the walk would pass ``WALK_LIMIT`` nodes."""
     stack, seen = list(starts), set()
     while stack:
         node = stack.pop()
@@ -563,6 +575,8 @@ def _reaches(starts, targets: set[int], pos, lowest: int) -> bool:
             if id(i) not in seen and pos[id(i)] > lowest:
                 seen.add(id(i))
                 stack.append(i)
+        if len(seen) > WALK_LIMIT:
+            return True
     return False
 
 
@@ -572,6 +586,9 @@ def _feeds(outside: list[Node], group: _Group, group_of, pos) -> bool:
     for c in outside:
         other = group_of.get(id(c))
         sources.extend(other.nodes if other is not None else [c])
+    sources = [n for n in sources if pos[id(n)] < group.highest]  # only these can be upstream
+    if not sources:
+        return False
     lowest = min(pos[id(n)] for n in sources)
     return _reaches(group.nodes, {id(n) for n in sources}, pos, lowest)
 

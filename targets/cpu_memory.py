@@ -70,6 +70,7 @@ def plan(program, slot_of: dict, donated: frozenset, mutable: frozenset) -> Plan
     result = Plan()
     free: dict[tuple, list[int]] = {}
     owner: dict[int, int] = {}  # root slot -> pool index
+    fresh: set[int] = set()     # results of functional updates run as copies: new arrays only the program holds
     for k, step in enumerate(steps):
         if isinstance(step, Loop):
             for o, s in zip(step.outputs, produced[k]):
@@ -90,7 +91,7 @@ def plan(program, slot_of: dict, donated: frozenset, mutable: frozenset) -> Plan
             _donate(step, k, produced[k], reads[k], slot_of, donated, last_use, root_of, ninputs, result)
         elif PRIMITIVES[step.node.op].inplace is not None:
             target = root_of(reads[k][0])
-            owned = target in owner or (target < ninputs and target in mutable)
+            owned = target in owner or target in fresh or (target < ninputs and target in mutable)
             # not into a buffer a result already lives in (y[1:] = a; t = y.copy(); t[1:] = b,
             # with y returned or y an input updated in place: t's write would show through y)
             if owned and last_use.get(target) == k and target not in reads[k][1:] and target not in escaping:
@@ -108,6 +109,10 @@ def plan(program, slot_of: dict, donated: frozenset, mutable: frozenset) -> Plan
                 if any(s in out_index or s in escaping for s in alias):
                     escaping.add(target)
                 result.checks_inputs |= target < ninputs
+            else:
+                # a copy of its input with the update applied: the next update of a
+                # chain (a loop writing column after column) may write into it
+                fresh.add(produced[k][0])
         for s in set(reads[k]):
             r = root_of(s)
             if last_use.get(r) == k and r in owner and r not in escaping:

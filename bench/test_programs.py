@@ -1,0 +1,41 @@
+"""The program corpus (``tests/programs``) at benchmark sizes: braze's cpu
+target against NumPy running the same source, measured in the same run, and
+each program's first call (trace, compile, run) in this process.
+
+``python -m pytest bench/test_programs.py --benchmark-only`` (``-s`` prints
+a line per program with the first-call time and the kernel counts)."""
+import copy
+import os
+import sys
+import time
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+
+import braze  # noqa: E402
+from programs import heat, lenet, polybench  # noqa: E402
+
+EXAMPLES = {name: ex for mod in (polybench, lenet, heat) for name, ex in mod.EXAMPLES.items()}
+
+
+@pytest.mark.parametrize("impl", ["numpy", "braze"])
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_program(benchmark, name, impl):
+    fn, make, static, _, size = EXAMPLES[name]
+    args = make(size)
+    benchmark.group = f"program {name} (size {size})"
+    if impl == "braze":
+        f = braze.compile(fn, target="cpu", static_argnames=tuple(static))
+        t0 = time.perf_counter()
+        f(*copy.deepcopy(args), **static)
+        first = time.perf_counter() - t0
+        lowered = f.lower(*args, **static)
+        benchmark.extra_info.update({"first call s": round(first, 3), **lowered.counts})
+        print(f"\n{name}: first call {first:.2f} s, {lowered.counts}")
+    else:
+        f = fn
+    # programs that update their arguments get fresh copies each round (copy not timed)
+    benchmark.pedantic(lambda *a: f(*a, **static), setup=lambda: (copy.deepcopy(args), {}),
+                       rounds=15, warmup_rounds=1)

@@ -221,6 +221,11 @@ def _extern_runner(dev: _Device, node, slot_of: dict):
             slots[out] = tuple(dev.put(r) for r in results) if isinstance(results, tuple) else dev.put(results)
 
         return run, f"registered kernel {node.kw['entry'].label}"
+    if node.op == "pick" and node.inputs[0].op == "host_call":
+        def run(slots, ctx):
+            slots[out] = dev.put(np.asarray(slots[ins[0]][node.kw["index"]], dtype=node.aval.dtype))
+
+        return run, "a result of a host call, copied to the device"
     if node.op == "pick":
         def run(slots, ctx):
             slots[out] = slots[ins[0]][node.kw["index"]]
@@ -270,6 +275,11 @@ def _extern_runner(dev: _Device, node, slot_of: dict):
         return run, "gather kernel"
     fn = NUMPY_IMPL[node.op]
     params = node.kw
+    if node.op == "host_call":  # a graph break: on the host; its results stay there until picked
+        def run(slots, ctx):
+            slots[out] = fn(*[dev.host(slots[i]) for i in ins], **params)
+
+        return run, "on the host, as called (a graph break)"
 
     def run(slots, ctx):
         result = fn(*[dev.host(slots[i]) for i in ins], **params)

@@ -435,7 +435,7 @@ def _index(x, i):
     (_index, np.int64(1), 1, "used as a Python index"),
 ], ids=["if", "float", "int", "bool", "list-index"])
 def test_concretizing_a_traced_value(fn, traced, static, what):
-    f = braze.compile(fn, target="generic")
+    f = braze.compile(fn, target="generic", fullgraph=True)  # (without it: a graph break, test_graph_breaks)
     msg = fails(f, (A34, traced), braze.ConcretizationError)
     assert what in msg, msg
     assert_here(msg)
@@ -464,7 +464,7 @@ def _maybe_unsupported(x, which):
     return _UNSUPPORTED[which](x) if which else x + 1.0
 
 
-MAYBE = braze.compile(_maybe_unsupported, target="generic")
+MAYBE = braze.compile(_maybe_unsupported, target="generic", fullgraph=True)  # (else: graph breaks)
 
 
 @pytest.mark.parametrize("which, names, advice", [

@@ -173,7 +173,7 @@ def test_buffer_from_untraced_constructor_gives_a_clear_error():
         return out
 
     with pytest.raises(braze.ConcretizationError, match="np.zeros"):
-        braze.compile(f, target="generic")(np.ones(3))
+        braze.compile(f, target="generic", fullgraph=True)(np.ones(3))  # (else: a graph break)
 
 
 def test_captured_arrays_are_read_at_every_call():

@@ -190,7 +190,7 @@ def _to_float(x, s):
     (_to_float, "float", (A34, np.float64(2.0))),
 ])
 def test_concretization_errors(fn, marker, args):
-    f = braze.compile(fn, target="generic")
+    f = braze.compile(fn, target="generic", fullgraph=True)
     with pytest.raises(braze.ConcretizationError) as ei:
         f(*args)
     msg = str(ei.value)
@@ -200,7 +200,7 @@ def test_concretization_errors(fn, marker, args):
 
 
 def test_concretization_error_then_static_argument_works():
-    f = braze.compile(_to_float, target="generic")
+    f = braze.compile(_to_float, target="generic", fullgraph=True)
     with pytest.raises(braze.ConcretizationError):
         f(A34, np.float64(2.0))
     g = braze.compile(_to_float, target="generic", static_argnums=(1,))
@@ -208,7 +208,7 @@ def test_concretization_error_then_static_argument_works():
 
 
 def test_failed_trace_leaves_no_entry_then_valid_signature_works():
-    f = braze.compile(_branch, target="generic")
+    f = braze.compile(_branch, target="generic", fullgraph=True)
     with pytest.raises(braze.ConcretizationError):
         f(A34)
     assert f.cache_info().size == 0
@@ -238,7 +238,7 @@ def _sort(x):
     (_sort, "sort", "sort"),
 ])
 def test_unsupported_numpy_function(fn, marker, name):
-    f = braze.compile(fn, target="generic")
+    f = braze.compile(fn, target="generic", fullgraph=True)
     x = np.eye(3) * 2
     with pytest.raises(braze.UnsupportedOpError) as ei:
         f(x)
@@ -282,7 +282,7 @@ def _mask_getitem(x):
 
 
 def test_traced_boolean_mask_getitem_is_unsupported():
-    f = braze.compile(_mask_getitem, target="generic")
+    f = braze.compile(_mask_getitem, target="generic", fullgraph=True)
     with pytest.raises(braze.UnsupportedOpError) as ei:
         f(A34)
     msg = str(ei.value)

@@ -40,7 +40,7 @@ NOT_ARRAY_FUNCTIONS = {
 }
 # NumPy's own Python code accepts a traced array where it refuses an ndarray:
 # np.dtype(obj) takes any object's .dtype attribute (np.issubdtype(x, x)).
-NUMPY_ACCEPTS_DTYPE_ATTRIBUTE = {"issubdtype"}
+NUMPY_ACCEPTS_DTYPE_ATTRIBUTE = {"issubdtype", "asarray_chkfinite", "require"}
 NOT_METHODS = {"dump", "dumps", "tofile", "setflags", "resize", "byteswap", "ctypes", "base", "data", "__deepcopy__"}
 
 FUNCTIONS = sorted(n for n in dir(np) if not n.startswith("_") and callable(getattr(np, n))

@@ -14,17 +14,22 @@ import numpy as np
 
 from . import calling, paired, pipeline, pytree, registry
 from .core import EagerContext, current_context
-from .errors import BrazeError, DTypeError, ShapeError, where
+from .errors import BrazeError, DTypeError, GuardFailed, ShapeError, where
 from .graph import Graph
+from .log import logger
 from .pipeline import DEFAULT_CACHE_SIZE, CacheInfo, Lowered, Program
 from .targets import resolve
+
+# Times one call signature may be traced again because a value it was
+# specialized on at a graph break changed; past it, that signature runs as NumPy.
+MAX_RESPECIALIZATIONS = 8
 
 
 class Compiled:
     """A function compiled for a target. Call it like the original."""
 
     def __init__(self, fn, target, static_argnums=(), static_argnames=(), donate_argnums=(),
-                 cache_size=DEFAULT_CACHE_SIZE):
+                 cache_size=DEFAULT_CACHE_SIZE, fullgraph=False):
         if not callable(fn):
             raise BrazeError(f"braze.compile needs a function, got {type(fn).__name__}{where()}")
         self.fn = fn
@@ -35,6 +40,8 @@ class Compiled:
         if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 1:
             raise BrazeError(f"braze.compile: cache_size must be a positive integer, got {cache_size!r}{where()}")
         self.cache_size = cache_size
+        self.fullgraph = bool(fullgraph)
+        self._eager_keys: set = set()  # call keys re-specialized past MAX_RESPECIALIZATIONS: run as NumPy
         self._programs = pipeline.Cache(self.__name__, cache_size, self._refresh, on_evict=self._forget_fast)
         self._pairs = pipeline.Cache(f"{self.__name__}.vjp", cache_size, paired.refresh)
         self._fast: dict[tuple, tuple] = {}
@@ -58,7 +65,11 @@ class Compiled:
         if not isinstance(current_context(), EagerContext):
             return self.fn(*args, **kwargs)  # inside another trace or under a gradient tape: inline
         call = self.signature.split(args, kwargs)
+        if call.key in self._eager_keys:
+            return self.fn(*args, **kwargs)
         program = self._program(call)
+        if program.breaks:
+            return self._run_guarded(program, call, args, kwargs)
         if (not kwargs and len(call.dynamic) == len(args) and not registry.disabled_state() and not call.aliases
                 and all(type(a) is np.ndarray and a is d for a, d in zip(args, call.dynamic))):
             self._fast[tuple((a.shape, a.dtype, a.strides) for a in args)] = (self._runner(program), len(args),
@@ -67,7 +78,7 @@ class Compiled:
 
     def _program(self, call: calling.Call) -> Program:
         def build():
-            program, times = pipeline.build(self.fn, call, self.target, self.__name__)
+            program, times = pipeline.build(self.fn, call, self.target, self.__name__, strict=self.fullgraph)
             pipeline.log_build(self.__name__, self.target.name, reason(), times, program.graph)
             self._last_call = call
             return program
@@ -115,6 +126,30 @@ class Compiled:
             return single
         return general
 
+    def _run_guarded(self, program: Program, call, args, kwargs):
+        """Run a program with graph breaks; where a guard finds a value it was
+        specialized on changed, trace again for this call (at most
+        ``MAX_RESPECIALIZATIONS`` times per call signature, then run NumPy)."""
+        while True:
+            try:
+                return self._run(program, call)
+            except GuardFailed as exc:
+                reason = str(exc)
+            rebuilds = program.rebuilds + 1
+            if rebuilds > MAX_RESPECIALIZATIONS:
+                self._eager_keys.add(call.key)
+                self._programs.note(f"re-specialized {MAX_RESPECIALIZATIONS} times ({reason}): runs as NumPy from now")
+                logger.warning("%s: re-specialized %d times at graph breaks (latest: %s); this call signature "
+                               "runs as plain NumPy from now on", self.__name__, MAX_RESPECIALIZATIONS, reason)
+                return self.fn(*args, **kwargs)
+            with self._programs.lock:
+                program, times = pipeline.build(self.fn, call, self.target, self.__name__, strict=self.fullgraph)
+                program.rebuilds = rebuilds
+                self._programs.entries[call.key] = program
+                self._programs.note(f"re-specialized: {reason}")
+                pipeline.log_build(self.__name__, self.target.name, f"re-specialized: {reason}", times,
+                                   program.graph)
+
     def _run(self, program: Program, call, outs=None):
         """Run ``program`` for a ``Call`` (or a plain list of leaves that share no
         memory) and finish its results as NumPy returns them."""
@@ -155,6 +190,12 @@ class Compiled:
                     raise DTypeError(f"{self.__name__}.into: result {k} is {want.dtype} but out leaf {k} is "
                                      f"{'a read-only ' if not buf.flags.writeable else ''}{buf.dtype}{where()}; "
                                      f"pass writeable arrays of a dtype {want.dtype} casts to (same kind)")
+            if program.breaks or c.key in self._eager_keys:  # (may trace again: computed, then copied)
+                value = self.fn(*args, **kwargs) if c.key in self._eager_keys else \
+                    self._run_guarded(program, c, args, kwargs)
+                for buf, v in zip(leaves, pytree.flatten(value)[0]):
+                    np.copyto(buf, v, casting="same_kind")
+                return out
             results = pipeline.run(program, c.inputs, self.__name__, self.target.name,
                                    leaves + [None] * len(program.mutated))
             for buf, value in zip(leaves, results[: program.n_out]):
@@ -244,7 +285,7 @@ def clear_cache() -> None:
 
 
 def compile(fn=None, *, target="auto", static_argnums=(), static_argnames=(), donate_argnums=(),  # noqa: A001
-            cache_size=DEFAULT_CACHE_SIZE):
+            cache_size=DEFAULT_CACHE_SIZE, fullgraph=False):
     """Compile a NumPy function for ``target`` ("auto", "cpu", "cuda", "generic").
 
     Works as ``braze.compile(fn, ...)`` and as a decorator, with or without
@@ -255,6 +296,13 @@ def compile(fn=None, *, target="auto", static_argnums=(), static_argnames=(), do
     recently used is dropped beyond it, and each eviction is logged
     (``BRAZE_LOG=compile``) and counted in ``cache_info()``.
 
+    What braze cannot trace (a NumPy or SciPy function without a rule, a
+    data-dependent shape such as ``x[mask]``, ``if x.sum() > 0``, ``float(x)``)
+    is a *graph break*: that step runs as called, on the values, between
+    compiled regions, and the program is specialized on values Python
+    branched on (a guard traces again when they change; see the README).
+    ``fullgraph=True`` raises at the first break instead.
+
     >>> import numpy as np, braze
     >>> @braze.compile(target="generic")
     ... def f(x):
@@ -263,8 +311,8 @@ def compile(fn=None, *, target="auto", static_argnums=(), static_argnames=(), do
     dtype('float32')
     """
     if fn is None:
-        return lambda f: Compiled(f, target, static_argnums, static_argnames, donate_argnums, cache_size)
-    return Compiled(fn, target, static_argnums, static_argnames, donate_argnums, cache_size)
+        return lambda f: Compiled(f, target, static_argnums, static_argnames, donate_argnums, cache_size, fullgraph)
+    return Compiled(fn, target, static_argnums, static_argnames, donate_argnums, cache_size, fullgraph)
 
 
 def trace(fn, *args, static_argnums=(), static_argnames=(), **kwargs) -> Graph:

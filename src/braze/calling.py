@@ -218,6 +218,8 @@ def finish(value, spec: OutputSpec | None, leaves: list):
     """One result as NumPy returns it (see the module docstring)."""
     if spec is not None and spec.const is not None:
         return spec.const
+    if spec is not None and spec.fresh:
+        return np.array(value, copy=True)
     if spec is not None and spec.python is not None:
         return spec.python(np.asarray(value)[()])
     if spec is not None and spec.view is not None:

@@ -55,6 +55,12 @@ class ConcretizationError(BrazeError):
     """A traced value was used where Python needs a concrete one (if, bool, int)."""
 
 
+class GuardFailed(BrazeError):
+    """A value a compiled program was specialized on (at a graph break) is
+    different in this call: the program is traced again for the new values.
+    Raised to the user only when re-specializing is not possible."""
+
+
 class ShapeError(BrazeError, ValueError):
     """Shapes that do not fit together (broadcasting, matmul, reshape, axes)."""
 

@@ -100,7 +100,10 @@ class Program:
                 lines.append(f"{step.name}: {kind} over {dom}{perm}, {len(step.leaves)} in, "
                              f"{len(step.outputs)} out: {ops}")
             elif isinstance(step, Extern):
-                lines.append(f"{step.name}: extern {step.node.op} -> {step.node.aval}")
+                node = step.node
+                what = f"host_call {node.kw['call']!r}" if node.op == "host_call" else node.op
+                aval = ", ".join(map(str, node.aval)) if isinstance(node.aval, tuple) else node.aval
+                lines.append(f"{step.name}: extern {what} -> {aval}")
             else:
                 lines.append(f"{step.name}: view {step.node.op} -> {step.node.aval}")
         return "\n".join(lines)

@@ -183,12 +183,21 @@ def _advanced(entries, shape):
     return tuple(new_shape), slices, arrays, axes
 
 
+def _masked(x, key):
+    return x[key]
+
+
 def getitem(x, key):
     """``x[key]`` with NumPy's semantics, for any index NumPy's basic and
     advanced indexing accept whose result shape is static."""
     shape = tuple(x.shape) if hasattr(x, "shape") else np.shape(x)
     entries = _entries(key, shape)
     if any(kind == "mask" for kind, _ in entries):
+        tracer = next((t for t in [x, *(key if isinstance(key, tuple) else (key,))]
+                       if getattr(t, "_can_break", None) is not None and t._can_break()), None)
+        if tracer is not None:  # a graph break: NumPy selects, the shape is guarded
+            return tracer._ctx.host_call(_masked, "getitem (boolean mask)", (x, key), {},
+                                         "the result's length depends on the data")
         raise UnsupportedOpError(
             f"getitem: indexing with a traced boolean mask gives a result whose shape depends on "
             f"the data{where()}; use np.where(mask, x, fill) to keep the shape, or pass the mask "

@@ -26,7 +26,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import calling, pytree, registry
-from .errors import BrazeError, ConcretizationError, TraceError, where
+from .errors import BrazeError, ConcretizationError, GuardFailed, TraceError, where
 from .fusion import Program as Fused
 from .fusion import fuse
 from .graph import Graph
@@ -73,6 +73,9 @@ class Program:
     donated: tuple = ()
     outputs: list = field(default_factory=list)   # an OutputSpec per result (calling.finish)
     times: dict = field(default_factory=dict)     # seconds per compile stage (trace, passes, fuse, ...)
+    guards: list = field(default_factory=list)    # (value traced with, what) per guard output (graph breaks)
+    breaks: bool = False                          # graph breaks: guards or calls run between regions
+    rebuilds: int = 0                             # re-specializations of this call key so far
 
     def current(self) -> bool:
         """Whether no kernel registration since lowering could change the selection."""
@@ -91,8 +94,10 @@ def lower(program: Program, target) -> Program:
     program.choices = choices
     program.versions = tuple(sorted({(c.name, registry.version(c.name)) for c in choices}))
     program.registry_version = version
-    program.executable = target.lower(selected, donated=frozenset(program.donated),
-                                      mutable=frozenset(program.mutated))
+    # A program with graph breaks may find at a guard that it must be traced again
+    # and rerun: it never writes into its arguments before it has finished.
+    program.executable = target.lower(selected, donated=frozenset(() if program.breaks else program.donated),
+                                      mutable=frozenset(() if program.breaks else program.mutated))
     return program
 
 
@@ -103,9 +108,10 @@ def lower_graph(graph: Graph, target, out_tree=pytree.LEAF, n_out: int | None = 
     return lower(Program((), graph, stages, None, out_tree, n, []), target)
 
 
-def build(fn: Callable, call: calling.Call, target, name: str) -> tuple[Program, dict]:
+def build(fn: Callable, call: calling.Call, target, name: str, strict: bool = False) -> tuple[Program, dict]:
     """Trace ``fn`` for ``call``, run the passes, select and lower; the
-    program and the time each stage took (seconds)."""
+    program and the time each stage took (seconds). Tracing sees the call's
+    values, so what it cannot trace becomes a graph break (unless ``strict``)."""
     out_tree = []
 
     def flat_fn(*tracers):
@@ -120,7 +126,8 @@ def build(fn: Callable, call: calling.Call, target, name: str) -> tuple[Program,
         input_names = [f"alias{k}" for k in range(len(call.aliases.groups))] + \
             [n for i, n in enumerate(call.names) if i not in taken]
         traced = trace_flat(flat_fn, call.avals, input_names, target=target.name,
-                            specs=call.aliases.specs(call.specs), buffers=call.aliases.buffers())
+                            specs=call.aliases.specs(call.specs), buffers=call.aliases.buffers(),
+                            concrete=list(call.inputs), strict=strict)
     except (TypeError, ValueError, AttributeError, ConcretizationError) as exc:
         if not call.odd or (isinstance(exc, BrazeError) and not isinstance(exc, ConcretizationError)):
             raise
@@ -128,8 +135,10 @@ def build(fn: Callable, call: calling.Call, target, name: str) -> tuple[Program,
     t1 = time.perf_counter()
     graph, stages = run_passes(traced.graph, keep_stages=True)
     t2 = time.perf_counter()
-    program = Program(call.key, graph, stages, None, out_tree[0], len(graph.outputs) - len(traced.mutated),
-                      traced.mutated, donated=call.donated, outputs=traced.outputs)
+    n_out = len(graph.outputs) - len(traced.mutated) - len(traced.guards)
+    program = Program(call.key, graph, stages, None, out_tree[0], n_out, traced.mutated, donated=call.donated,
+                      outputs=traced.outputs, guards=traced.guards,
+                      breaks=bool(traced.guards) or any(n.op == "host_call" for n in graph.nodes))
     lower(program, target)
     t3 = time.perf_counter()
     program.times = {"trace": t1 - t0, "passes": t2 - t1, "lower": t3 - t2, **program.executable.times}
@@ -164,10 +173,22 @@ def run(program: Program, inputs: list, name: str, target: str, outs=None) -> li
     function updated in place; return the raw results."""
     calling.check_writeable(program.mutated, inputs, program.graph.input_names, name)
     results = program.executable.run(inputs) if outs is None else program.executable.run(inputs, outs)
+    if program.guards:
+        check_guards(program, results[program.n_out + len(program.mutated):])
     if CHECK_RESULTS:
         check_results(name, target, program.graph, results)
     calling.write_back(program.mutated, inputs, results[program.n_out:])
     return results
+
+
+def check_guards(program: Program, values: list) -> None:
+    """Raise GuardFailed if a value the program was specialized on changed."""
+    for (expected, what), value in zip(program.guards, values):
+        if expected is None:
+            continue  # a call run for its effect
+        value = np.asarray(value.copy_to_host() if hasattr(value, "copy_to_host") else value)
+        if value.shape != expected.shape or not np.array_equal(value, expected, equal_nan=expected.dtype.kind in "fc"):
+            raise GuardFailed(f"a value the program was specialized on changed: {what}")
 
 
 # ---------------------------------------------------------------- caches

@@ -8,6 +8,8 @@ arrays can use it the same way.
 """
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from . import indexing, ufuncs
@@ -78,10 +80,25 @@ class ArrayMethods:
             module = getattr(func, "__module__", "numpy") or "numpy"
             public = ".".join(p for p in module.split(".") if not p.startswith("_"))
             name = getattr(func, "__name__", str(func))
-            raise _unsupported_function(f"{public}.{name}"[len("numpy."):] if public.startswith("numpy") else name)
+            name = f"{public}.{name}"[len("numpy."):] if public.startswith("numpy") else name
+            if self._can_break():
+                return self._ctx.host_call(func, f"numpy.{name}", args, kwargs, "braze has no rule for it")
+            raise _unsupported_function(name)
         return impl(*args, **kwargs)
 
+    def _can_break(self) -> bool:
+        """Whether a step braze cannot trace may run here as a graph break."""
+        return False
+
+    def _concretize(self, convert, what: str):
+        raise self._concrete_error(what)
+
     def __array__(self, dtype=None, copy=None):
+        if isinstance(dtype, ArrayMethods):
+            raise TypeError("Cannot construct a dtype from an array")  # NumPy's words
+        if self._can_break():
+            value = self._concretize(np.asarray, "converted to a NumPy array by code braze does not trace")
+            return np.asarray(value, dtype=dtype)
         raise self._concrete_error(
             "converted to a NumPy array (np.asarray / np.array, or stored into a NumPy array; "
             "to fill a buffer, allocate it inside the function with np.zeros / np.empty / "
@@ -96,25 +113,25 @@ class ArrayMethods:
 
     # ---- concretization
     def __bool__(self):
-        raise self._concrete_error("used as a Python bool (if / while / and / or)")
+        return self._concretize(bool, "used as a Python bool (if / while / and / or)")
 
     def __int__(self):
-        raise self._concrete_error("converted with int()")
+        return self._concretize(int, "converted with int()")
 
     def __float__(self):
-        raise self._concrete_error("converted with float()")
+        return self._concretize(float, "converted with float()")
 
     def __complex__(self):
-        raise self._concrete_error("converted with complex()")
+        return self._concretize(complex, "converted with complex()")
 
     def __index__(self):
-        raise self._concrete_error("used as a Python index (range, list index, slice bound)")
+        return self._concretize(operator.index, "used as a Python index (range, list index, slice bound)")
 
     def item(self, *args):
-        raise self._concrete_error("read with .item()")
+        return self._concretize(lambda v: np.asarray(v).item(*args), "read with .item()")
 
     def tolist(self):
-        raise self._concrete_error("read with .tolist()")
+        return self._concretize(lambda v: np.asarray(v).tolist(), "read with .tolist()")
 
     # ---- structure
     @property

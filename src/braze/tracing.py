@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import indexing, layout
+from . import indexing, layout, pytree
 from .aval import Aval, aval_of_value, check_dtype, python_scalar_type
 from .core import ABSTRACT, KIND, NUMPY_IMPL, PRIMITIVES, bind, pop_context, push_context, with_flag
 from .errors import BrazeError, ConcretizationError, TraceError, UnsupportedOpError, user_frame, where
@@ -160,6 +160,18 @@ class Tracer(ArrayMethods):
         for t in written[:-1]:  # each view is now current with its (rewritten) base
             t._base_version = t._view.base._version
 
+    def _can_break(self) -> bool:
+        return self._ctx.can_break()
+
+    def _concretize(self, convert: Callable, what: str):
+        """A Python value of this traced value (a graph break: the trace is
+        specialized on it, and a guard checks it at each call), or, where the
+        trace has no values (``braze.trace``, ``fullgraph=True``), a
+        ConcretizationError."""
+        if not self._ctx.can_break():
+            raise self._concrete_error(what)
+        return self._ctx.specialize(self, convert, what)
+
     def _concrete_error(self, what: str) -> ConcretizationError:
         loc = user_frame()
         at = f" at {loc[0]}:{loc[1]} (in {loc[2]})" if loc else ""
@@ -242,6 +254,110 @@ class GraphContext:
         self.captures: list[np.ndarray] = []
         self._capture_nodes: dict[int, Node] = {}
         self._sites = 0
+        # Graph breaks: the values of the graph's inputs in the call being traced
+        # (None: values unknown, a break is an error), and the guards recorded.
+        self.concrete: list | None = None
+        self.strict = False  # compile(fullgraph=True): no breaks
+        self.guards: list[tuple[Node, np.ndarray, str]] = []  # (node, value traced with, what)
+        self._values: dict[int, Any] = {}
+        self.converted = False  # a traced value was converted to a NumPy array (``__array__``)
+
+    def can_break(self) -> bool:
+        return self.concrete is not None and not self.strict
+
+    def value(self, node: Node):
+        """The value of ``node`` in the call being traced (NumPy, memoized)."""
+        if id(node) in self._values:
+            return self._values[id(node)]
+        values = self._values
+        with np.errstate(all="ignore"):
+            for n in toposort([node]):
+                if id(n) in values:
+                    continue
+                if n.op == "input":
+                    v = self.concrete[n.kw["index"]]
+                elif n.op == "capture":
+                    v = self.captures[n.kw["index"]]
+                elif n.op == "const":
+                    v = n.kw["value"].value
+                else:
+                    v = NUMPY_IMPL[n.op](*(values[id(i)] for i in n.inputs), **n.kw)
+                values[id(n)] = v
+        return values[id(node)]
+
+    def specialize(self, tracer: "Tracer", convert: Callable, what: str):
+        """``convert`` of the traced value's concrete value, and a guard on it."""
+        node = tracer._node
+        value = np.array(self.value(node), copy=True)
+        loc = where()
+        self.converted |= convert is np.asarray
+        try:
+            result = convert(value[()] if tracer._is_scalar() else value)
+        except (TypeError, ValueError) as exc:  # as NumPy would refuse it (bool of many elements, ...)
+            raise ConcretizationError(f"a traced value {node.aval} was {what}{loc}, which NumPy refuses for "
+                                      f"this value: {type(exc).__name__}: {exc}") from exc
+        self.guards.append((node, value, f"{what}{loc}"))
+        shown = repr(result) if len(repr(result)) < 40 else repr(result)[:37] + "..."
+        self.notes.append(f"graph break: a traced {node.aval} was {what}{loc}; specialized on "
+                          f"{shown} (a guard re-traces when it changes)")
+        return result
+
+    def host_call(self, fn: Callable, name: str, args: tuple, kwargs: dict, why: str):
+        """``fn(*args, **kwargs)`` as a graph break: run on the concrete values now,
+        recorded as one ``host_call`` node the program runs (NumPy, SciPy, whatever
+        ``fn`` is) between compiled regions; results come back as tracers, and
+        arrays ``fn`` writes into are updated (their tracers point at the result)."""
+        from .ops.call import HostCall, is_read_only_write
+
+        leaves, treedef = pytree.flatten((tuple(args), dict(kwargs)))
+        slots = [i for i, leaf in enumerate(leaves) if isinstance(leaf, Tracer)]
+        traced = [leaves[i] for i in slots]
+        static = [None if isinstance(leaf, Tracer) else leaf for leaf in leaves]
+        nodes = tuple(t._node for t in traced)
+        loc = where()
+        call = HostCall(fn, name, treedef, static, slots, loc)
+        values = [self.value(n) for n in nodes]
+        with np.errstate(all="ignore"):
+            try:
+                result, _ = call.call(values, writable=False)
+            except Exception as exc:
+                if not is_read_only_write(exc):
+                    raise
+                call.writes = True
+                result, given = call.call(values, writable=True)
+        out_leaves, out_tree = pytree.flatten(result)
+        arrays = []
+        for leaf in out_leaves:
+            a = np.asarray(leaf)
+            if a.dtype == object or a.dtype.kind not in "biuf":
+                raise UnsupportedOpError(
+                    f"{name}{loc} gave a {type(leaf).__name__} of dtype {a.dtype}; braze runs a call it does not "
+                    "trace between compiled regions when its results are arrays or numbers of the dtypes braze "
+                    "supports (bool, integers, floats). Call it outside the compiled function, or take its "
+                    "real part inside a function you call on NumPy arrays")
+            arrays.append(a)
+        written = list(given) if call.writes else []
+        call.out_tree = out_tree
+        call.avals = tuple(Aval(a.shape, a.dtype) for a in arrays + written)
+        wrote = f", writing into {len(written)} of its arguments" if written else ""
+        self.notes.append(f"graph break: {name}{loc} ({why}); run as called, between compiled regions{wrote}")
+        if not call.avals:  # no results: run for its effect, kept in the graph as an unchecked guard
+            call.dummy = True
+            call.avals = (Aval((0,), np.dtype(np.bool_)),)
+            node = Node.make("host_call", nodes, call.avals, call=call)
+            self.guards.append((Node.make("pick", (node,), call.avals[0], index=0), None, name))
+            return pytree.unflatten(out_tree, [])
+        node = Node.make("host_call", nodes, call.avals, call=call)
+        self._values[id(node)] = tuple(arrays + written)
+        picks = []
+        for k, a in enumerate(arrays + written):
+            pick = Node.make("pick", (node,), node.aval[k], index=k)
+            self._values[id(pick)] = a
+            picks.append(pick)
+        outs = [Tracer(self, p, scalar=not isinstance(leaf, np.ndarray)) for p, leaf in zip(picks, out_leaves)]
+        for t, p in zip(traced, picks[len(arrays):]):
+            t._update(Tracer(self, p))
+        return pytree.unflatten(out_tree, outs)
 
     def next_site(self) -> int:
         """A number for each composite call in this trace (explain follows it)."""
@@ -407,13 +523,14 @@ class OutputSpec:
     the view ops (``view = (argument index, ((op, params), ...))``): then the
     result is that view of the caller's own array, as in NumPy."""
 
-    __slots__ = ("scalar", "readonly", "view", "const", "perm", "c_order", "python")
+    __slots__ = ("scalar", "readonly", "view", "const", "perm", "c_order", "python", "fresh")
 
     def __init__(self, scalar: bool, readonly: bool = False, view=None, const=None, perm=None, c_order=False):
         self.scalar, self.readonly, self.view = scalar, readonly, view
         self.const = const  # a Python scalar returned as such (x.ndim, x.itemsize, len(x))
         self.perm = perm    # a new array NumPy lays out densely in this axis order (slowest first), not C
         self.c_order = c_order  # NumPy's result is C-contiguous (a copy of a Fortran array, say)
+        self.fresh = False  # a NumPy array the function made from values (a graph break): a new copy per call
         self.python = None  # the Python type of a weak result (s * 2 for a float argument s)
 
 
@@ -422,10 +539,11 @@ class Trace:
     results followed by the final value of every mutated input), the indices
     of the mutated inputs, and an ``OutputSpec`` per result."""
 
-    __slots__ = ("graph", "mutated", "outputs")
+    __slots__ = ("graph", "mutated", "outputs", "guards")
 
-    def __init__(self, graph: Graph, mutated: list[int], outputs: list[OutputSpec]):
+    def __init__(self, graph: Graph, mutated: list[int], outputs: list[OutputSpec], guards=()):
         self.graph, self.mutated, self.outputs = graph, mutated, outputs
+        self.guards = list(guards)  # (value traced with, what) per guard output, after the mutated ones
 
     def __iter__(self):  # graph, mutated = trace_flat(...)
         return iter((self.graph, self.mutated))
@@ -456,10 +574,15 @@ def _argument_tracers(ctx: GraphContext, specs: list[InputSpec], buffers: list[A
     return inputs, tracers
 
 
-def _output_spec(value, tracers) -> OutputSpec:
+def _output_spec(value, tracers, converted: bool = False) -> OutputSpec:
     if not isinstance(value, Tracer):
         const = value if type(value) in (bool, int, float, complex) else None
-        return OutputSpec(scalar=not isinstance(value, np.ndarray), const=const)
+        spec = OutputSpec(scalar=not isinstance(value, np.ndarray), const=const)
+        # After a traced value was converted to a NumPy array, an array returned
+        # as such may hold it: NumPy would make it anew at each call, so braze
+        # returns a copy (a captured global array, otherwise, comes back itself).
+        spec.fresh = converted and isinstance(value, np.ndarray)
+        return spec
     spec = OutputSpec(scalar=value._scalar and value.aval.ndim == 0, readonly=_read_only(value),
                       perm=_dense_order(value), c_order=layout.is_c_contiguous(value.shape, value._strides))
     if value.aval.weak and value.aval.ndim == 0:  # arithmetic on Python scalars gives a Python scalar
@@ -493,7 +616,8 @@ def _dense_order(t: Tracer):
 
 
 def trace_flat(fn: Callable, avals: list[Aval], names: list[str] | None = None, target: str | None = None,
-               specs: list[InputSpec] | None = None, buffers: list[Aval] = ()) -> Trace:
+               specs: list[InputSpec] | None = None, buffers: list[Aval] = (), concrete: list | None = None,
+               strict: bool = False) -> Trace:
     """Trace ``fn(*tracers)`` whose arguments are the flat inputs.
 
     ``fn`` receives one tracer per argument and returns a flat list of
@@ -506,6 +630,7 @@ def trace_flat(fn: Callable, avals: list[Aval], names: list[str] | None = None, 
 
     specs = specs if specs is not None else [InputSpec(a) for a in avals]
     ctx = GraphContext(target)
+    ctx.concrete, ctx.strict = concrete, strict
     push_context(ctx)
     try:
         with intercept.intercepted():
@@ -513,19 +638,19 @@ def trace_flat(fn: Callable, avals: list[Aval], names: list[str] | None = None, 
             originals = [t._node_ for t in inputs]
             outs = fn(*tracers)
             out_nodes = [ctx.lift(o) for o in outs]
-            out_specs = [_output_spec(o, tracers) for o in outs]
+            out_specs = [_output_spec(o, tracers, ctx.converted) for o in outs]
             final = [t._node for t in inputs]
     finally:
         pop_context(ctx)
     mutated = [i for i, (a, b) in enumerate(zip(originals, final)) if a is not b]
     graph = Graph(
         list(originals),
-        out_nodes + [final[i] for i in mutated],
+        out_nodes + [final[i] for i in mutated] + [node for node, _, _ in ctx.guards],
         ctx.captures,
         names,
         notes=ctx.notes,
     )
-    return Trace(graph, mutated, out_specs)
+    return Trace(graph, mutated, out_specs, [(value, what) for _, value, what in ctx.guards])
 
 
 __all__ = ["Tracer", "GraphContext", "trace_flat", "TRACE_RULES", "bind", "InputSpec", "OutputSpec", "Trace",

@@ -362,3 +362,20 @@ def test_donated_device_array_takes_the_result():
     dx = cuda.to_device(x)
     out = braze.compile(lambda a, b: a * 2.0 + b[::-1], target="cuda", donate_argnums=0)(dx, dx)
     assert_same(out.copy_to_host(), x * 2.0 + x[::-1])
+
+
+def test_graph_breaks_run_on_the_host_between_device_regions():
+    def f(x):
+        inside = x[x > 0.5]                  # data-dependent length
+        h, _ = np.histogram(x, bins=3)       # no rule: as called
+        if inside.sum() > 1.0:               # a guard
+            return inside * 2.0, h + 1
+        return inside - 1.0, h - 1
+
+    g = braze.compile(f, target="cuda")
+    rng = np.random.default_rng(0)
+    for n in (8, 9, 8):
+        x = rng.random(n)
+        for got, want in zip(g(x), f(x)):
+            assert np.asarray(got).dtype == want.dtype and np.shape(got) == want.shape
+            np.testing.assert_allclose(got, want, rtol=1e-12)

@@ -7,7 +7,83 @@ node with several results.
 """
 from __future__ import annotations
 
+import numpy as np
+
+from .. import pytree
 from ..core import declare
+from ..errors import GuardFailed
+
+
+class HostCall:
+    """A call braze does not trace, run on the concrete values (a graph break).
+
+    ``fn(*args, **kwargs)`` with the traced leaves of ``(args, kwargs)`` left
+    out (``slots``: where each goes among the leaves, ``static``: the others).
+    Its results are flattened; tracing saw ``avals`` (shapes and dtypes), and a
+    call whose results differ raises ``GuardFailed`` (the program is traced
+    again). Compared by identity: two calls are never one node.
+    """
+
+    __slots__ = ("fn", "name", "treedef", "static", "slots", "out_tree", "avals", "where", "writes", "dummy")
+
+    def __init__(self, fn, name, treedef, static, slots, where):
+        self.fn, self.name, self.treedef, self.static, self.slots = fn, name, treedef, static, slots
+        self.out_tree, self.avals, self.where = None, (), where
+        self.writes = False  # fn writes into its array arguments (np.fill_diagonal, np.copyto, ...)
+        self.dummy = False   # fn returns nothing: one empty result stands in (a graph output keeps it)
+
+    def call(self, arrays, writable: bool):
+        """``fn`` on these values of the traced leaves: its result, as it returned
+        it, and the arrays it was given. They are read-only views unless
+        ``writable`` (then copies, which the caller reads back)."""
+        given = [np.array(a, copy=True) if writable else _read_only(a) for a in arrays]
+        leaves = list(self.static)
+        for slot, a in zip(self.slots, given):
+            leaves[slot] = a
+        args, kwargs = pytree.unflatten(self.treedef, leaves)
+        return self.fn(*args, **kwargs), given
+
+    def run(self, arrays) -> tuple:
+        """The flat results (then the written arguments, if ``fn`` writes)."""
+        try:
+            result, given = self.call(arrays, self.writes)
+        except Exception as exc:  # the specialization may not hold any more: trace again to know
+            raise GuardFailed(f"{self.name}{self.where} raised {type(exc).__name__}: {exc}") from exc
+        leaves, tree = pytree.flatten(result)
+        out = tuple(np.asarray(leaf) for leaf in leaves) + (tuple(given) if self.writes else ())
+        if self.dummy:
+            out += (np.zeros(0, np.bool_),)
+        got = [(a.shape, a.dtype) for a in out]
+        if tree != self.out_tree or got != [(a.shape, np.dtype(a.dtype)) for a in self.avals]:
+            raise GuardFailed(f"{self.name}{self.where} returned {_describe(out)}; traced with "
+                              f"{', '.join(str(a) for a in self.avals)}")
+        return out
+
+    def __repr__(self):
+        return f"<{self.name}{self.where}>"
+
+
+def _read_only(a):
+    view = np.asarray(a).view()
+    view.flags.writeable = False
+    return view
+
+
+def is_read_only_write(exc: BaseException) -> bool:
+    """Whether ``exc`` is NumPy refusing a write into a read-only array."""
+    return isinstance(exc, ValueError) and "read-only" in str(exc)
+
+
+def _describe(values) -> str:
+    return ", ".join(f"{a.dtype}{list(a.shape)}" for a in values)
+
+
+def _host_call_abstract(*avals, **params):
+    raise AssertionError("host_call nodes get their avals from running the call while tracing")
+
+
+def _host_call_impl(*arrays, call):
+    return call.run(arrays)
 
 
 def _composite_abstract(*avals, **params):
@@ -28,3 +104,4 @@ def _pick_impl(x, *, index):
 
 declare("composite", "call", abstract=_composite_abstract, impl=_composite_impl)
 declare("pick", "call", abstract=_pick_abstract, impl=_pick_impl)
+declare("host_call", "call", abstract=_host_call_abstract, impl=_host_call_impl)

@@ -1,0 +1,190 @@
+"""Graph breaks: what braze cannot trace runs as called, between compiled
+regions, and the program is specialized (with guards) on the values Python
+branched on. Every case runs several calls with different data, on generic
+and cpu, against NumPy running the same function."""
+import logging
+
+import numpy as np
+import pytest
+
+import braze
+from braze.api import MAX_RESPECIALIZATIONS
+
+TARGETS = ["generic", "cpu"]
+
+
+def histogram(x):
+    h, edges = np.histogram(x, bins=5)
+    return h * 2.0, edges.astype(np.float32)
+
+
+def masked_mean(x):
+    return x[x > 0.5].sum() / x.size + x.mean()
+
+
+def nonzero_gather(x):
+    idx = np.nonzero(x > 0.5)[0]
+    return idx * 2, x[idx] + 1
+
+
+def unique_rounded(x):
+    return np.unique(np.round(x * 3)) + 1
+
+
+def branch(x):
+    if x.sum() > 0:
+        return x * 2
+    return x - 1
+
+
+def scaled_by_max(x):
+    s = float(x.max())
+    return x / s
+
+
+def item_count(x):
+    n = int((x > 0).sum())
+    return np.ones(n) * x.mean()  # a shape from a value
+
+
+def fill_diagonal(a):
+    a = a * 2
+    np.fill_diagonal(a, 0.0)  # writes into its argument
+    return a + 1
+
+
+def inverse(a):
+    return np.linalg.inv(a @ a.T + np.eye(len(a))) @ a
+
+
+def via_python_list(x):
+    return x * sum(x.tolist())
+
+
+def untraced_buffer(x):
+    from numpy import zeros  # bound at call time, but NumPy's own: not traced
+
+    out = zeros(x.shape)
+    out[:] = x * 2  # NumPy converts the traced value
+    return out
+
+
+def make_1d(rng):
+    return (rng.standard_normal(12),)
+
+
+def make_square(rng):
+    return (rng.standard_normal((4, 4)),)
+
+
+CASES = {
+    "histogram": (histogram, lambda rng: (rng.random(40),)),
+    "masked_mean": (masked_mean, lambda rng: (rng.random(20),)),
+    "nonzero_gather": (nonzero_gather, lambda rng: (rng.random(10),)),
+    "unique_rounded": (unique_rounded, lambda rng: (rng.random(10),)),
+    "branch": (branch, make_1d),
+    "scaled_by_max": (scaled_by_max, lambda rng: (rng.random(6) + 0.5,)),
+    "item_count": (item_count, make_1d),
+    "fill_diagonal": (fill_diagonal, make_square),
+    "inverse": (inverse, make_square),
+    "via_python_list": (via_python_list, make_1d),
+    "untraced_buffer": (untraced_buffer, make_1d),
+}
+
+
+def assert_same(got, want):
+    got = got if isinstance(got, tuple) else (got,)
+    want = want if isinstance(want, tuple) else (want,)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert type(g) is type(w), (type(g), type(w))
+        assert np.asarray(g).dtype == np.asarray(w).dtype and np.shape(g) == np.shape(w), (g, w)
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_break_runs_as_numpy_would_across_calls(name, target):
+    fn, make = CASES[name]
+    f = braze.compile(fn, target=target)
+    rng = np.random.default_rng(7)
+    for _ in range(5):  # new data each call: guards hold or re-specialize, never a stale answer
+        args = make(rng)
+        assert_same(f(*[a.copy() for a in args]), fn(*[a.copy() for a in args]))
+
+
+def test_breaks_are_listed_with_their_cause_and_line():
+    f = braze.compile(nonzero_gather, target="cpu")
+    text = str(f.lower(np.linspace(0, 1, 10)))
+    assert "graph break: numpy.nonzero at" in text and "test_graph_breaks.py" in text
+    assert "host_call <numpy.nonzero" in text  # the plan's step between the compiled regions
+    text = str(braze.compile(branch, target="generic").lower(np.ones(3)))
+    assert "graph break: a traced bool[] was used as a Python bool" in text and "specialized on True" in text
+
+
+def test_fullgraph_keeps_the_strict_errors():
+    with pytest.raises(braze.ConcretizationError, match="used as a Python bool"):
+        braze.compile(branch, target="generic", fullgraph=True)(np.ones(3))
+    with pytest.raises(braze.UnsupportedOpError, match="numpy.histogram is not supported"):
+        braze.compile(histogram, target="generic", fullgraph=True)(np.ones(3))
+
+
+def test_a_changed_guard_re_specializes_and_is_counted():
+    f = braze.compile(branch, target="cpu")
+    assert_same(f(np.ones(3)), branch(np.ones(3)))
+    assert_same(f(-np.ones(3)), branch(-np.ones(3)))
+    info = f.cache_info()
+    assert info.misses == 1 and any(r.startswith("re-specialized: ") and "Python bool" in r for r in info.reasons)
+
+
+def test_past_the_bound_a_signature_runs_as_numpy(caplog):
+    f = braze.compile(branch, target="generic")
+    with caplog.at_level(logging.WARNING, logger="braze"):
+        for k in range(MAX_RESPECIALIZATIONS + 4):
+            x = np.ones(3) * (1 if k % 2 else -1)
+            assert_same(f(x), branch(x))
+    assert any("runs as plain NumPy" in r.getMessage() for r in caplog.records)
+    assert any("runs as NumPy from now" in r for r in f.cache_info().reasons)
+
+
+def test_an_argument_updated_in_place_is_updated_once_when_a_guard_fails():
+    def update(a):
+        a *= 2
+        if a.sum() > 0:
+            a += 1
+        return a.mean()
+
+    f = braze.compile(update, target="cpu")
+    for sign in (1, -1, 1, -1):
+        ours, theirs = np.ones(4) * sign, np.ones(4) * sign
+        assert f(ours) == update(theirs)
+        np.testing.assert_array_equal(ours, theirs)
+
+
+def test_an_error_of_the_call_itself_reaches_the_user_and_leaves_the_function_usable():
+    f = braze.compile(lambda a: np.linalg.inv(a) * 2, target="cpu")
+    good = np.eye(3) * 2
+    np.testing.assert_allclose(f(good), np.linalg.inv(good) * 2)
+    with pytest.raises(np.linalg.LinAlgError):
+        f(np.zeros((3, 3)))
+    np.testing.assert_allclose(f(good * 2), np.linalg.inv(good * 2) * 2)
+
+
+def test_an_array_made_by_numpy_from_traced_values_is_new_at_each_call():
+    f = braze.compile(untraced_buffer, target="cpu")
+    x = np.ones(3)
+    first = f(x)
+    first[0] = 99.0
+    again = f(x)
+    assert again is not first
+    np.testing.assert_array_equal(again, untraced_buffer(x))
+
+
+def test_a_break_inside_a_gradient_is_an_error_not_a_zero():
+    def loss(x):
+        return np.sort(x).sum() * x.sum()
+
+    with pytest.raises(braze.BrazeError):
+        braze.grad(loss)(np.arange(3.0))
+    with pytest.raises(braze.BrazeError):
+        braze.compile(braze.grad(loss), target="generic")(np.arange(3.0))

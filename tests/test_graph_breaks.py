@@ -69,6 +69,15 @@ def untraced_buffer(x):
     return out
 
 
+def ufuncs_without_rules(x):
+    whole, frac = np.modf(x * 3)
+    return np.ldexp(frac, 2) + np.gcd(whole.astype(np.int64), 4)
+
+
+def keyword_without_rule(x):
+    return np.var(x, mean=x.mean(keepdims=True)) + np.pad(x, 2, mode="median").sum()
+
+
 def make_1d(rng):
     return (rng.standard_normal(12),)
 
@@ -89,6 +98,8 @@ CASES = {
     "inverse": (inverse, make_square),
     "via_python_list": (via_python_list, make_1d),
     "untraced_buffer": (untraced_buffer, make_1d),
+    "ufuncs_without_rules": (ufuncs_without_rules, make_1d),
+    "keyword_without_rule": (keyword_without_rule, make_1d),
 }
 
 

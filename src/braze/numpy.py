@@ -22,6 +22,7 @@ from .errors import DTypeError, ShapeError, UnsupportedOpError, where as _where
 from .ops._util import normalize_axes, normalize_axis
 from .ops.elementwise import BINARY, UNARY
 from .ops._util import broadcast_shape
+from . import layout
 from .layout import is_c_contiguous, is_f_contiguous
 
 _NoValue = np._NoValue  # numpy's own "argument not given" marker
@@ -585,7 +586,7 @@ def ravel(a, order="C"):
     C-contiguous; F: Fortran-contiguous; K: dense in memory with positive
     strides), else a copy in that order."""
     order = _check_order("ravel", order)
-    strides = getattr(a, "_strides", ())
+    strides = _element_strides(a)
     if strides is None or _ndim(a) < 1:
         return reshape(a, (-1,))  # (layout not modelled: a reshape, which knows it is uncertain)
     shape = _shape(a)
@@ -604,10 +605,20 @@ def ravel(a, order="C"):
     return reshape(a if f else copy(a, order="F"), (-1,), order="F")
 
 
+def _element_strides(a):
+    """Strides in elements: a NumPy array's own, a tracer's modelled ones, or
+    None where the layout is not known (a gradient tape's watched array)."""
+    if isinstance(a, np.ndarray):
+        return tuple(st // a.itemsize for st in a.strides) if a.itemsize else (0,) * a.ndim
+    if hasattr(a, "shape"):
+        return getattr(a, "_strides", None)
+    return layout.c_strides(np.shape(a))
+
+
 def _memory_order(a):
     """The axes from slowest to fastest in memory (order 'K': memory order, with
     negative strides read forwards); C order where the strides are unknown."""
-    strides = getattr(a, "_strides", None)
+    strides = _element_strides(a)
     shape = _shape(a)
     if strides is None or len(shape) < 2:
         return tuple(range(len(shape)))
@@ -1196,6 +1207,513 @@ def ones(shape, dtype=float, order="C", *, device=None, like=None):
 empty = zeros
 
 
+# ---------------------------------------------------------------- compositions
+# NumPy functions written as NumPy writes them, in ops braze has: each is
+# differentiable through those ops' rules, fuses like them, and is checked
+# against NumPy (tests/test_numpy_more.py). Calls use ``np.`` names: on traced
+# or watched arrays they dispatch to braze, on plain arrays they are NumPy.
+
+
+def _axes_of(func, axis, ndim, shape):
+    if axis is None:
+        return tuple(range(ndim))
+    return normalize_axes(func, axis, ndim, shape)
+
+
+def flip(m, axis=None):
+    """``np.flip``: a view with negative strides along ``axis``."""
+    shape = _shape(m)
+    axes = _axes_of("flip", axis, len(shape), shape)
+    return _index(m, tuple(slice(None, None, -1) if i in axes else slice(None) for i in range(len(shape))))
+
+
+def flipud(m):
+    if _ndim(m) < 1:
+        raise ShapeError(f"flipud: input must be >= 1-d{_where()}")
+    return flip(m, 0)
+
+
+def fliplr(m):
+    if _ndim(m) < 2:
+        raise ShapeError(f"fliplr: input must be >= 2-d{_where()}")
+    return flip(m, 1)
+
+
+def rot90(m, k=1, axes=(0, 1)):
+    axes = tuple(axes)
+    nd = _ndim(m)
+    if len(axes) != 2:
+        raise ShapeError(f"rot90: len(axes) must be 2{_where()}")
+    if axes[0] == axes[1] or builtins.abs(axes[0] - axes[1]) == nd:
+        raise ShapeError(f"rot90: axes must be different{_where()}")
+    if axes[0] >= nd or axes[0] < -nd or axes[1] >= nd or axes[1] < -nd:
+        raise ShapeError(f"rot90: axes={axes} out of range for array of ndim={nd}{_where()}")
+    k %= 4
+    if k == 0:
+        return _index(m, (slice(None),))
+    if k == 2:
+        return flip(flip(m, axes[0]), axes[1])
+    order = list(range(nd))
+    order[axes[0]], order[axes[1]] = order[axes[1]], order[axes[0]]
+    if k == 1:
+        return transpose(flip(m, axes[1]), order)
+    return flip(transpose(m, order), axes[1])
+
+
+def roll(a, shift, axis=None):
+    if axis is None:
+        return reshape(roll(ravel(a), shift, 0), _shape(a))
+    shape = _shape(a)
+    shifts = (shift,) * (len(axis) if isinstance(axis, tuple) else 1) if np.ndim(shift) == 0 else tuple(shift)
+    axes = (axis,) if not isinstance(axis, tuple) else axis
+    if len(shifts) != len(axes):
+        raise ShapeError(f"roll: 'shift' and 'axis' should be scalars or 1D sequences of the same length{_where()}")
+    total = {}
+    for s, ax in zip(shifts, axes):
+        ax = normalize_axis("roll", ax, len(shape), shape)
+        total[ax] = total.get(ax, 0) + int(s)
+    out = a
+    for ax, s in total.items():
+        n = shape[ax]
+        if n == 0 or s % n == 0:
+            continue
+        s %= n
+        head = (slice(None),) * ax
+        out = np.concatenate([_index(out, head + (slice(n - s, None),)), _index(out, head + (slice(0, n - s),))],
+                             axis=ax)
+    return out if out is not a else array(a, copy=True)
+
+
+def diff(a, n=1, axis=-1, prepend=_NoValue, append=_NoValue):
+    if n == 0:
+        return a
+    if n < 0:
+        raise ShapeError(f"diff: order must be non-negative but got {n!r}{_where()}")
+    shape = _shape(a)
+    if not shape:
+        raise ShapeError(f"diff requires input that is at least one dimensional{_where()}")
+    axis = normalize_axis("diff", axis, len(shape), shape)
+    parts = []
+    for value, where_ in ((prepend, "before"), (a, None), (append, "after")):
+        if value is _NoValue:
+            continue
+        if where_ is not None and np.ndim(value) == 0:
+            value = np.broadcast_to(value, shape[:axis] + (1,) + shape[axis + 1:])
+        parts.append(value)
+    if len(parts) > 1:
+        a = np.concatenate(parts, axis)
+    head = (slice(None),) * axis
+    op = np.not_equal if _dtype(a) == np.bool_ else np.subtract
+    for _ in range(n):
+        a = op(_index(a, head + (slice(1, None),)), _index(a, head + (slice(None, -1),)))
+    return a
+
+
+def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+    _reject("trace", out=out)
+    return np.sum(diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype)
+
+
+def diag(v, k=0):
+    shape = _shape(v)
+    if len(shape) == 2:
+        return diagonal(v, k)
+    if len(shape) != 1:
+        raise ShapeError(f"diag: input must be 1- or 2-d{_where()}")
+    n = shape[0] + builtins.abs(k)
+    mask = np.eye(n, k=k, dtype=bool)
+    padded = np.concatenate([v, np.zeros(builtins.abs(k), _dtype(v))]) if k else v
+    along = _index(padded, (slice(None), None)) if k >= 0 else _index(padded, (None, slice(None)))
+    return np.where(mask, along, np.zeros((), _dtype(v)))
+
+
+def diagflat(v, k=0):
+    return diag(ravel(v), k)
+
+
+def repeat(a, repeats, axis=None):
+    if axis is None:
+        a, axis = ravel(a), 0
+    shape = _shape(a)
+    axis = normalize_axis("repeat", axis, len(shape), shape)
+    if np.ndim(repeats) == 0:
+        r = int(repeats)
+        if r < 0:
+            raise ShapeError(f"repeat: negative dimensions are not allowed{_where()}")
+        wide = broadcast_to(expand_dims(a, axis + 1), shape[:axis + 1] + (r,) + shape[axis + 1:])
+        return reshape(wide, shape[:axis] + (shape[axis] * r,) + shape[axis + 1:])
+    index = np.repeat(np.arange(shape[axis]), np.asarray(repeats))  # static counts: a gather
+    return take(a, index, axis=axis)
+
+
+def tile(A, reps):
+    reps = (int(reps),) if np.ndim(reps) == 0 else tuple(int(r) for r in reps)
+    shape = _shape(A)
+    d = len(reps)
+    if builtins.all(r == 1 for r in reps) and d <= len(shape):
+        return array(A, copy=True, ndmin=d)
+    nd = builtins.max(d, len(shape))
+    shape = (1,) * (nd - len(shape)) + shape
+    reps = (1,) * (nd - d) + reps
+    a = reshape(A, tuple(x for s in shape for x in (1, s)))
+    a = broadcast_to(a, tuple(x for r, s in zip(reps, shape) for x in (r, s)))
+    return reshape(a, tuple(r * s for r, s in zip(reps, shape)))
+
+
+def _pad_widths(pad_width, ndim):
+    if hasattr(pad_width, "shape") and not isinstance(pad_width, np.ndarray):
+        raise UnsupportedOpError(f"numpy.pad: traced pad widths are not supported{_where()}; pass Python ints")
+    w = np.broadcast_to(np.asarray(pad_width, dtype=np.int64).reshape(-1, 2) if np.ndim(pad_width) else
+                        np.asarray([[pad_width, pad_width]], dtype=np.int64), (ndim, 2))
+    if (w < 0).any():
+        raise ShapeError(f"pad: index can't contain negative values{_where()}")
+    return [tuple(int(x) for x in row) for row in w]
+
+
+def _pad_source(p: int, n: int, mode: str) -> int:
+    """The index along an axis of length ``n`` that padded position ``p`` reads."""
+    if mode == "edge":
+        return builtins.min(builtins.max(p, 0), n - 1)
+    if mode == "wrap":
+        return p % n
+    if mode == "reflect":
+        if n == 1:
+            return 0
+        r = p % (2 * (n - 1))
+        return r if r < n else 2 * (n - 1) - r
+    r = p % (2 * n)  # symmetric
+    return r if r < n else 2 * n - 1 - r
+
+
+_new_array = array
+
+
+def pad(array, pad_width, mode="constant", **kwargs):
+    """``np.pad`` for modes constant, edge, reflect, symmetric and wrap: per
+    axis, the original between two blocks (a constant, or a gather of the
+    positions each mode reads)."""
+    if mode not in ("constant", "edge", "reflect", "symmetric", "wrap"):
+        raise UnsupportedOpError(f"numpy.pad: mode={mode!r} is not traced{_where()}; constant, edge, reflect, "
+                                 "symmetric and wrap are")
+    allowed = {"constant": {"constant_values"}, "reflect": {"reflect_type"}, "symmetric": {"reflect_type"}}
+    if set(kwargs) - allowed.get(mode, set()) or kwargs.get("reflect_type", "even") != "even":
+        raise UnsupportedOpError(f"numpy.pad: {sorted(kwargs)} with mode={mode!r} are not traced{_where()}")
+    shape = _shape(array)
+    widths = _pad_widths(pad_width, len(shape))
+    fills = np.broadcast_to(np.asarray(kwargs.get("constant_values", 0)), (len(shape), 2))
+    out = array
+    for ax, (lo, hi) in enumerate(widths):
+        if lo == 0 and hi == 0:
+            continue
+        cur = _shape(out)
+        n = cur[ax]
+        if mode != "constant" and n == 0:
+            raise ShapeError(f"pad: can't extend empty axis {ax} using modes other than 'constant'{_where()}")
+        parts = []
+        for width, side in ((lo, 0), (hi, 1)):
+            if not width:
+                parts.append(None)
+            elif mode == "constant":
+                fill = np.asarray(fills[ax, side]).astype(_dtype(array))
+                parts.append(np.broadcast_to(fill, cur[:ax] + (width,) + cur[ax + 1:]))
+            else:
+                positions = range(-width, 0) if side == 0 else range(n, n + width)
+                index = np.asarray([_pad_source(p, n, mode) for p in positions], dtype=np.intp)
+                parts.append(take(out, index, axis=ax))
+        out = np.concatenate([p for p in (parts[0], out, parts[1]) if p is not None], axis=ax)
+    return out if out is not array else _new_array(array, copy=True)
+
+
+def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
+    if copy:  # (NumPy's truth test of the argument)
+        pass
+    dt = _dtype(x)
+    if dt.kind not in "fc":
+        return array(x, copy=True) if copy else x
+    info = np.finfo(dt)
+    big = info.max if posinf is None else posinf
+    small = info.min if neginf is None else neginf
+    cast = lambda v: asarray(v).astype(dt)  # noqa: E731  (NumPy casts the fills to x's dtype)
+    out = np.where(np.isnan(x), cast(nan), x)
+    out = np.where(np.isinf(out) & (out > 0), cast(big), out)
+    return np.where(np.isinf(out) & (out < 0), cast(small), out)
+
+
+def select(condlist, choicelist, default=0):
+    if len(condlist) != len(choicelist):
+        raise ShapeError(f"select: list of cases must be same length as list of conditions{_where()}")
+    if len(choicelist) == 0:
+        raise ShapeError(f"select: select with an empty condition list is not possible{_where()}")
+    for i, c in enumerate(condlist):
+        if _dtype(c) != np.bool_:
+            raise DTypeError(f"select: invalid entry {i} in condlist: should be boolean ndarray{_where()}")
+    dtype = np.result_type(*[_dtype(c) if hasattr(c, "dtype") else c for c in choicelist],
+                           _dtype(default) if hasattr(default, "dtype") else default)
+    out = asarray(default).astype(dtype)
+    for cond, choice in zip(condlist[::-1], choicelist[::-1]):
+        out = np.where(cond, asarray(choice).astype(dtype), out)
+    shape = broadcast_shape(*[_shape(c) for c in condlist], *[_shape(c) for c in choicelist], _shape(default))
+    return array(broadcast_to(out, shape), copy=True)
+
+
+def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
+    if axis is not None:
+        axisa = axisb = axisc = axis
+    a, b = moveaxis(a, axisa, -1), moveaxis(b, axisb, -1)
+    if _shape(a)[-1] != 3 or _shape(b)[-1] != 3:
+        raise UnsupportedOpError(f"numpy.cross: vectors of length {_shape(a)[-1]} and {_shape(b)[-1]} are not "
+                                 f"traced{_where()}; 3-vectors are")
+    a0, a1, a2 = (_index(a, (Ellipsis, i)) for i in range(3))
+    b0, b1, b2 = (_index(b, (Ellipsis, i)) for i in range(3))
+    c = np.stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], axis=-1)
+    return moveaxis(c, -1, axisc)
+
+
+def kron(a, b):
+    sa, sb = _shape(a), _shape(b)
+    nd = builtins.max(len(sa), len(sb))
+    sa, sb = (1,) * (nd - len(sa)) + sa, (1,) * (nd - len(sb)) + sb
+    a = reshape(a, tuple(x for s in sa for x in (s, 1)))
+    b = reshape(b, tuple(x for s in sb for x in (1, s)))
+    return reshape(a * b, tuple(x * y for x, y in zip(sa, sb)))
+
+
+def column_stack(tup):
+    return np.concatenate([reshape(v, (-1, 1)) if _ndim(v) < 2 else v for v in tup], axis=1)
+
+
+def rollaxis(a, axis, start=0):
+    n = _ndim(a)
+    axis = normalize_axis("rollaxis", axis, n, _shape(a))
+    if start < 0:
+        start += n
+    if not 0 <= start < n + 1:
+        raise ShapeError(f"rollaxis: 'start' arg requires {-n} <= start < {n + 1}, but {start} was passed in"
+                         f"{_where()}")
+    if axis < start:
+        start -= 1
+    if axis == start:
+        return _index(a, (Ellipsis,))
+    axes = list(range(n))
+    axes.remove(axis)
+    axes.insert(start, axis)
+    return transpose(a, axes)
+
+
+def sinc(x):
+    y = np.pi * np.where(x == 0, 1.0e-20, x)
+    return np.sin(y) / y
+
+
+def real(val):
+    return val.real if hasattr(val, "real") and hasattr(val, "shape") else np.asarray(val).real
+
+
+def imag(val):
+    return val.imag if hasattr(val, "imag") and hasattr(val, "shape") else np.asarray(val).imag
+
+
+def angle(z, deg=False):
+    a = np.arctan2(imag(z), real(z))
+    return a * (180 / np.pi) if deg else a
+
+
+def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *, device=None):
+    num = operator.index(num)
+    if num < 0:
+        raise ShapeError(f"linspace: number of samples, {num}, must be non-negative{_where()}")
+    div = (num - 1) if endpoint else num
+    dt = np.result_type(_dtype(start) if hasattr(start, "dtype") else start,
+                        _dtype(stop) if hasattr(stop, "dtype") else stop, float(num))
+    dtype = dt if dtype is None else np.dtype(dtype)
+    delta = np.subtract(stop, start, dtype=dt) if hasattr(stop, "shape") or hasattr(start, "shape") else \
+        np.asarray(stop - start, dt)
+    nd = _ndim(delta)
+    y = np.arange(0, num, dtype=dt).reshape((-1,) + (1,) * nd)
+    step = np.nan
+    if div > 0:
+        step = delta / div
+        # NumPy's two formulas: y / div * delta for all elements if any step is 0 (denormals)
+        y = np.where(np.any(step == 0), y / div * delta, y * step)
+    else:
+        step = np.nan
+        y = y * delta
+    y = y + start
+    if endpoint and num > 1:
+        y = np.concatenate([_index(y, (slice(0, -1),)), np.broadcast_to(stop, (1,) + _shape(y)[1:])], axis=0)
+    if axis != 0:
+        y = moveaxis(y, 0, axis)
+    if np.issubdtype(dtype, np.integer):
+        y = np.floor(y)
+    y = y.astype(dtype) if _dtype(y) != dtype else y
+    return (y, step) if retstep else y
+
+
+def gradient(f, *varargs, axis=None, edge_order=1):
+    shape = _shape(f)
+    n = len(shape)
+    axes = _axes_of("gradient", axis, n, shape)
+    if len(varargs) == 0:
+        dx = [1.0] * len(axes)
+    elif len(varargs) == 1 and np.ndim(varargs[0]) == 0:
+        dx = [varargs[0]] * len(axes)
+    elif len(varargs) == len(axes) and builtins.all(np.ndim(v) == 0 for v in varargs):
+        dx = list(varargs)
+    else:
+        raise UnsupportedOpError(f"numpy.gradient: coordinate arrays are not traced{_where()}; scalar spacings are")
+    if edge_order not in (1, 2):
+        raise ShapeError(f"gradient: 'edge_order' greater than 2 not supported{_where()}")
+    otype = _dtype(f)
+    if otype.kind in "iub":
+        f = f.astype(np.float64)
+    outs = []
+    for ax, h in zip(axes, dx):
+        if shape[ax] < edge_order + 1:
+            raise ShapeError(f"gradient: shape of the array along axis {ax} too small to calculate a numerical "
+                             f"gradient, at least (edge_order + 1) elements are required{_where()}")
+        head = (slice(None),) * ax
+        s = lambda a, b: _index(f, head + (slice(a, b),))  # noqa: E731
+        interior = (s(2, None) - s(None, -2)) / (2.0 * h)
+        if edge_order == 1:
+            first = (s(1, 2) - s(0, 1)) / h
+            last = (s(-1, None) - s(-2, -1)) / h
+        else:
+            a, b, c = -1.5 / h, 2.0 / h, -0.5 / h
+            first = a * s(0, 1) + b * s(1, 2) + c * s(2, 3)
+            a, b, c = 0.5 / h, -2.0 / h, 1.5 / h
+            last = a * s(-3, -2) + b * s(-2, -1) + c * s(-1, None)
+        outs.append(np.concatenate([first, interior, last], axis=ax))
+    return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None, *, dtype=None):
+    """``np.cov`` without weights, following NumPy's own code (so its rounding)."""
+    _reject("cov", fweights=fweights, aweights=aweights)
+    if ddof is not None and ddof != int(ddof):
+        raise DTypeError(f"cov: ddof must be integer{_where()}")
+    if _ndim(m) > 2:
+        raise ShapeError(f"cov: m has more than 2 dimensions{_where()}")
+    if dtype is None:
+        dtype = np.result_type(_dtype(m), np.float64) if y is None else \
+            np.result_type(_dtype(m), _dtype(y), np.float64)
+    X = array(m, ndmin=2, dtype=dtype)
+    if not rowvar and _shape(X)[0] != 1:
+        X = X.T
+    if _shape(X)[0] == 0:
+        return np.zeros((0, 0), dtype)
+    if y is not None:
+        Y = array(y, copy=None, ndmin=2, dtype=dtype)
+        if not rowvar and _shape(Y)[0] != 1:
+            Y = Y.T
+        X = np.concatenate((X, Y), axis=0)
+    if ddof is None:
+        ddof = 0 if bias else 1
+    avg = np.mean(X, axis=1)
+    fact = _shape(X)[1] - ddof
+    if fact <= 0:
+        fact = 0.0
+    X = X - avg[:, None]
+    c = np.dot(X, X.T)
+    c = c * np.true_divide(1, fact)
+    return np.squeeze(c)
+
+
+def corrcoef(x, y=None, rowvar=True, *, dtype=None):
+    c = cov(x, y, rowvar, dtype=dtype)
+    if _ndim(c) == 0:
+        return c / c
+    d = diag(c)
+    stddev = np.sqrt(d)
+    c = c / stddev[:, None]
+    c = c / stddev[None, :]
+    return np.clip(c, -1, 1)
+
+
+
+# ---------------------------------------------------------------- numpy.linalg
+# LAPACK calls are primitives (ops/linalg.py: inv, solve, det, slogdet,
+# cholesky, with VJP rules); norm is written as NumPy writes it. The rest of
+# numpy.linalg (qr, eigh, svd, lstsq, ...) runs as a graph break.
+
+_SlogdetResult = type(np.linalg.slogdet(np.eye(1)))
+
+
+def _linalg_inv(a):
+    return bind("inv", a)
+
+
+def _linalg_solve(a, b):
+    return bind("solve", a, b)
+
+
+def _linalg_det(a):
+    return bind("det", a)
+
+
+def _linalg_slogdet(a):
+    return _SlogdetResult(bind("slogdet", a, part="sign"), bind("slogdet", a, part="logabsdet"))
+
+
+def _linalg_cholesky(a, /, *, upper=False):
+    if upper:  # NumPy then reads the upper triangle of a: the lower one of its transpose
+        return swapaxes(bind("cholesky", swapaxes(a, -1, -2)), -1, -2)
+    return bind("cholesky", a)
+
+
+def _linalg_norm(x, ord=None, axis=None, keepdims=False):
+    if not hasattr(x, "shape"):
+        x = asarray(x)
+    if _dtype(x).kind not in "fc":
+        x = x.astype(float)
+    nd = _ndim(x)
+    if axis is None and (ord is None or (ord in ("f", "fro") and nd == 2) or (ord == 2 and nd == 1)):
+        flat = ravel(x, order="K")
+        ret = np.sqrt(np.dot(flat, flat))
+        return reshape(ret, (1,) * nd) if keepdims else ret
+    axis = tuple(range(nd)) if axis is None else (axis if isinstance(axis, tuple) else (axis,))
+    axis = tuple(normalize_axis("norm", a, nd, _shape(x)) for a in axis)
+    absx = np.abs(x)
+    if len(axis) == 1:
+        if ord == np.inf:
+            return absx.max(axis=axis, keepdims=keepdims)
+        if ord == -np.inf:
+            return absx.min(axis=axis, keepdims=keepdims)
+        if ord == 0:
+            return (x != 0).astype(_dtype(x)).sum(axis=axis, keepdims=keepdims)
+        if ord == 1:
+            return np.add.reduce(absx, axis=axis, keepdims=keepdims)
+        if ord is None or ord == 2:
+            return np.sqrt(np.add.reduce(x * x, axis=axis, keepdims=keepdims))
+        if isinstance(ord, str):
+            raise ShapeError(f"norm: invalid norm order {ord!r} for vectors{_where()}")
+        ret = np.add.reduce(absx ** ord, axis=axis, keepdims=keepdims)
+        return ret ** np.reciprocal(ord, dtype=_dtype(ret))
+    if len(axis) != 2:
+        raise ShapeError(f"norm: improper number of dimensions to norm{_where()}")
+    row, col = axis
+    if row == col:
+        raise ShapeError(f"norm: duplicate axes given{_where()}")
+    if ord in (1, -1):
+        if col > row:
+            col -= 1
+        sums = np.add.reduce(absx, axis=row)
+        ret = sums.max(axis=col) if ord == 1 else sums.min(axis=col)
+    elif ord in (np.inf, -np.inf):
+        if row > col:
+            row -= 1
+        sums = np.add.reduce(absx, axis=col)
+        ret = sums.max(axis=row) if ord == np.inf else sums.min(axis=row)
+    elif ord in (None, "fro", "f"):
+        ret = np.sqrt(np.add.reduce(x * x, axis=axis))
+    else:
+        raise UnsupportedOpError(f"numpy.linalg.norm: ord={ord!r} of a matrix needs an SVD, which braze does not "
+                                 f"trace{_where()}")
+    if keepdims:
+        shape = list(_shape(x))
+        shape[axis[0]] = shape[axis[1]] = 1
+        ret = reshape(ret, tuple(shape))
+    return ret
+
 __all__ = sorted(
     name for name, value in list(globals().items())
     if callable(value) and not name.startswith("_") and getattr(value, "__module__", None) == __name__
@@ -1210,5 +1728,8 @@ ARRAY_FUNCTIONS = {
 for _np_name in ("amax", "amin", "round", "around", "abs", "true_divide", "permute_dims", "pow"):
     if hasattr(np, _np_name):
         ARRAY_FUNCTIONS[getattr(np, _np_name)] = globals()[_np_name]
+
+for _np_name in ("inv", "solve", "det", "slogdet", "cholesky", "norm"):
+    ARRAY_FUNCTIONS[getattr(np.linalg, _np_name)] = globals()[f"_linalg_{_np_name}"]
 
 del _np_name, math

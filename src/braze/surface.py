@@ -72,7 +72,14 @@ class ArrayMethods:
 
     # ---- protocols
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        return ufuncs.dispatch(ufunc, method, inputs, kwargs)
+        try:
+            return ufuncs.dispatch(ufunc, method, inputs, kwargs)
+        except UnsupportedOpError:
+            if not self._can_break():
+                raise
+        fn = ufunc if method == "__call__" else getattr(ufunc, method)
+        name = f"numpy.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
+        return self._ctx.host_call(fn, name, inputs, kwargs, "braze has no rule for this ufunc call")
 
     def __array_function__(self, func, types, args, kwargs):
         impl = bnp.ARRAY_FUNCTIONS.get(func)
@@ -84,7 +91,13 @@ class ArrayMethods:
             if self._can_break():
                 return self._ctx.host_call(func, f"numpy.{name}", args, kwargs, "braze has no rule for it")
             raise _unsupported_function(name)
-        return impl(*args, **kwargs)
+        try:
+            return impl(*args, **kwargs)
+        except UnsupportedOpError:
+            if not self._can_break():
+                raise
+        name = getattr(func, "__name__", str(func))
+        return self._ctx.host_call(func, f"numpy.{name}", args, kwargs, "braze's rule does not cover these arguments")
 
     def _can_break(self) -> bool:
         """Whether a step braze cannot trace may run here as a graph break."""

@@ -14,7 +14,7 @@ from ..core import bind, declare
 from ..errors import ShapeError, UnsupportedOpError, where
 from ._util import dtype_error
 from .reduce import reduce_sum
-from .shape import broadcast_to, reshape, shape_of, transpose
+from .shape import broadcast_to, dtype_of, reshape, shape_of, transpose
 
 
 @functools.lru_cache(maxsize=256)
@@ -142,3 +142,128 @@ def _c_order(strides, avals, params, aval):
 declare("matmul", "linalg", abstract=_matmul_abstract, impl=np.matmul, vjp=_matmul_vjp, wants=True,
         strides=_c_order)
 declare("einsum", "linalg", abstract=_einsum_abstract, impl=_einsum_impl, vjp=_einsum_vjp, wants=True)
+
+
+# ---------------------------------------------------------------- LAPACK: inv, solve, det, slogdet, cholesky
+# Externs that call NumPy's LAPACK routines on every target, with the standard
+# VJP rules (as in jax.numpy.linalg). Batched over leading axes as NumPy is.
+
+
+def _square(func, a: Aval) -> None:
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise ShapeError(f"{func}: last 2 dimensions of the array must be square, got {a}{where()}")
+    if np.dtype(a.dtype).kind not in "biuf":
+        raise dtype_error(func, (a,), TypeError(f"{func} of {a.dtype}"))
+
+
+def _inexact(dtype) -> np.dtype:
+    return np.result_type(dtype, np.float64) if np.dtype(dtype).kind in "biu" else np.dtype(dtype)
+
+
+def _inv_abstract(a: Aval):
+    _square("inv", a)
+    return Aval(a.shape, _inexact(a.dtype))
+
+
+def _inv_vjp(ct, a, *, out):
+    t = _swap_last(out)
+    return (-matmul(matmul(t, ct), t),)
+
+
+def _solve_abstract(a: Aval, b: Aval):
+    _square("solve", a)
+    vector = b.ndim == 1
+    if (b.shape[0] if vector else b.shape[-2]) != a.shape[-1]:
+        raise ShapeError(f"solve: {a} and {b} do not fit (a x = b needs b's rows to be a's columns){where()}")
+    dtype = np.result_type(_inexact(a.dtype), _inexact(b.dtype))
+    if vector:
+        return Aval(a.shape[:-1], dtype)
+    batch = tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
+    return Aval(batch + b.shape[-2:], dtype)
+
+
+def _solve_vjp(ct, a, b, *, out, wants):
+    gb = solve(_swap_last(a), ct)  # a^-T ct
+    ga = None
+    if wants[0]:
+        if len(shape_of(out)) == 1:
+            ga = -einsum("i,j->ij", gb, out)
+        else:
+            ga = -matmul(gb, _swap_last(out))
+            ga = _sum_to(ga, shape_of(a))
+    if wants[1]:
+        gb = _sum_to(gb, shape_of(b))
+    return ga, (gb if wants[1] else None)
+
+
+def _sum_to(x, shape):
+    extra = len(shape_of(x)) - len(shape)
+    if extra > 0:
+        x = reduce_sum(x, tuple(range(extra)))
+    axes = tuple(i for i, (d, s) in enumerate(zip(shape_of(x), shape)) if s == 1 and d != 1)
+    if axes:
+        x = reshape(reduce_sum(x, axes), shape)
+    return x
+
+
+def _det_abstract(a: Aval):
+    _square("det", a)
+    return Aval(a.shape[:-2], _inexact(a.dtype))
+
+
+def _det_vjp(ct, a, *, out):
+    scale = reshape(ct * out, shape_of(out) + (1, 1))
+    return (scale * _swap_last(inv(a)),)
+
+
+def _slogdet_abstract(a: Aval, *, part):
+    _square("slogdet", a)
+    return Aval(a.shape[:-2], _inexact(a.dtype))
+
+
+def _slogdet_impl(a, *, part):
+    sign, logabs = np.linalg.slogdet(a)
+    return sign if part == "sign" else logabs
+
+
+def _slogdet_vjp(ct, a, *, out, part):
+    if part == "sign":
+        return (None,)  # piecewise constant
+    return (reshape(ct, shape_of(ct) + (1, 1)) * _swap_last(inv(a)),)
+
+
+def _cholesky_abstract(a: Aval):
+    _square("cholesky", a)
+    return Aval(a.shape, _inexact(a.dtype))
+
+
+def _cholesky_vjp(ct, a, *, out):
+    """NumPy's cholesky reads the lower triangle of ``a`` only: the gradient is
+    Murray's (2016) symmetric one, G = L^-T Phi(L^T ct) L^-1 symmetrized, folded
+    onto the lower triangle (an entry below the diagonal stands for two)."""
+    from .elementwise import where as where_
+
+    n = shape_of(a)[-1]
+    lower, diag = np.tril(np.ones((n, n), bool)), np.eye(n, dtype=bool)
+    zero = np.zeros((), dtype_of(out))
+    linv = inv(out)
+    p = matmul(_swap_last(out), ct)
+    p = where_(diag, p * 0.5, where_(lower, p, zero))  # Phi: the lower triangle, half the diagonal
+    g = matmul(matmul(_swap_last(linv), p), linv)
+    sym = (g + _swap_last(g)) * 0.5
+    return (where_(diag, sym, where_(lower, sym * 2.0, zero)),)
+
+
+def inv(a):
+    return bind("inv", a)
+
+
+def solve(a, b):
+    return bind("solve", a, b)
+
+
+declare("inv", "linalg", abstract=_inv_abstract, impl=np.linalg.inv, vjp=_inv_vjp)
+declare("solve", "linalg", abstract=_solve_abstract, impl=np.linalg.solve, vjp=_solve_vjp, wants=True)
+declare("det", "linalg", abstract=_det_abstract, impl=np.linalg.det, vjp=_det_vjp)
+declare("slogdet", "linalg", abstract=_slogdet_abstract, impl=_slogdet_impl, vjp=_slogdet_vjp)
+declare("cholesky", "linalg", abstract=_cholesky_abstract, impl=np.linalg.cholesky, vjp=_cholesky_vjp)

@@ -1,0 +1,206 @@
+"""NumPy functions braze writes as compositions of its ops (``braze.numpy``):
+values, dtype and shape equal to NumPy's on generic and cpu, in-place
+writes through the views some of them return, and gradients against
+finite differences for the differentiable ones (eager and compiled)."""
+import numpy as np
+import pytest
+
+import braze
+
+RNG = np.random.default_rng(11)
+X = RNG.standard_normal((4, 5))
+V = RNG.standard_normal(5)
+XI = np.arange(20).reshape(4, 5) % 7
+XB = X > 0
+X3 = RNG.standard_normal((2, 3, 4))
+
+CASES = {
+    "flip": (lambda x: np.flip(x), [X]),
+    "flip_axis": (lambda x: np.flip(x, axis=1), [X]),
+    "flip_tuple": (lambda x: np.flip(x, (0, 2)), [X3]),
+    "flipud": (np.flipud, [X]),
+    "fliplr": (np.fliplr, [X]),
+    "rot90": (np.rot90, [X]),
+    "rot90_k2": (lambda x: np.rot90(x, 2), [X]),
+    "rot90_k3_axes": (lambda x: np.rot90(x, -1, axes=(1, 2)), [X3]),
+    "roll": (lambda x: np.roll(x, 2), [X]),
+    "roll_axis": (lambda x: np.roll(x, -1, axis=1), [X]),
+    "roll_tuple": (lambda x: np.roll(x, (1, 7), axis=(0, 1)), [X]),
+    "diff": (np.diff, [X]),
+    "diff_n2_axis0": (lambda x: np.diff(x, n=2, axis=0), [X]),
+    "diff_bool": (np.diff, [XB]),
+    "diff_int": (np.diff, [XI]),
+    "diff_prepend": (lambda x: np.diff(x, prepend=0.0, append=x[:, :1]), [X]),
+    "trace": (np.trace, [X]),
+    "trace_offset_dtype": (lambda x: np.trace(x, 1, dtype=np.float32), [X]),
+    "diag_of_vector": (np.diag, [V]),
+    "diag_k": (lambda v: np.diag(v, 2), [V]),
+    "diag_negative_k": (lambda v: np.diag(v, -1), [V]),
+    "diag_of_matrix": (lambda x: np.diag(x, 1), [X]),
+    "diagflat": (lambda x: np.diagflat(x[:2]), [X]),
+    "repeat": (lambda x: np.repeat(x, 2), [X]),
+    "repeat_axis": (lambda x: np.repeat(x, 3, axis=1), [X]),
+    "repeat_counts": (lambda x: np.repeat(x, [1, 0, 2, 1], axis=0), [X]),
+    "tile": (lambda x: np.tile(x, 2), [V]),
+    "tile_2d": (lambda x: np.tile(x, (2, 1, 3)), [X]),
+    "pad_constant": (lambda x: np.pad(x, 2), [X]),
+    "pad_constant_values": (lambda x: np.pad(x, ((1, 0), (2, 3)), constant_values=((7, 8), (9, 1))), [X]),
+    "pad_edge": (lambda x: np.pad(x, (2, 3), mode="edge"), [X]),
+    "pad_reflect": (lambda x: np.pad(x, (3, 2), mode="reflect"), [X]),
+    "pad_symmetric": (lambda x: np.pad(x, (3, 4), mode="symmetric"), [X]),
+    "pad_wrap": (lambda x: np.pad(x, (4, 6), mode="wrap"), [X]),
+    "pad_int": (lambda x: np.pad(x, 1, mode="reflect"), [XI]),
+    "nan_to_num": (np.nan_to_num, [np.array([np.nan, np.inf, -np.inf, 1.5, -0.0])]),
+    "nan_to_num_f32_fills": (lambda x: np.nan_to_num(x, nan=-1.0, posinf=9.0),
+                             [np.array([np.nan, np.inf, -np.inf, 2.0], np.float32)]),
+    "nan_to_num_int": (np.nan_to_num, [XI]),
+    "select": (lambda x: np.select([x < -0.5, x > 0.5], [x * 2, x ** 2], default=-1.0), [X]),
+    "select_int_choices": (lambda x: np.select([x > 3], [x], 0), [XI]),
+    "cross": (np.cross, [RNG.standard_normal((4, 3)), RNG.standard_normal((4, 3))]),
+    "cross_axis0": (lambda a, b: np.cross(a, b, axis=0), [RNG.standard_normal((3, 2)), RNG.standard_normal((3, 2))]),
+    "kron": (np.kron, [X[:2, :3], X[:3, :2]]),
+    "kron_mixed_ndim": (np.kron, [V[:3], X[:2, :2]]),
+    "column_stack": (lambda a, b: np.column_stack((a, b)), [V, V[::-1]]),
+    "column_stack_2d": (lambda a, b: np.column_stack((a, b)), [X, X[:, :2]]),
+    "rollaxis": (lambda x: np.rollaxis(x, 2), [X3]),
+    "rollaxis_start": (lambda x: np.rollaxis(x, 0, 3), [X3]),
+    "sinc": (np.sinc, [np.array([0.0, 0.5, -1.25, 3.0])]),
+    "real_imag_angle": (lambda x: (np.real(x), np.imag(x), np.angle(x), np.angle(x, deg=True)), [V]),
+    "linspace": (lambda a, b: np.linspace(a, b, 7), [np.float64(0.5), np.float64(2.0)]),
+    "linspace_arrays": (lambda a, b: np.linspace(a, b, 4, endpoint=False, axis=1), [V[:2], V[2:4]]),
+    "linspace_retstep": (lambda a, b: np.linspace(a, b, 5, retstep=True)[0], [np.float64(-1), np.float64(1)]),
+    "gradient": (np.gradient, [V]),
+    "gradient_2d_spacing": (lambda x: np.gradient(x, 0.5), [X]),
+    "gradient_edge_order2": (lambda x: np.gradient(x, 2.0, axis=1, edge_order=2), [X]),
+    "gradient_int": (np.gradient, [np.array([1, 4, 9, 16, 25])]),
+    "cov": (np.cov, [X]),
+    "cov_rowvar_bias": (lambda x: np.cov(x, rowvar=False, bias=True), [X]),
+    "cov_y": (lambda x, y: np.cov(x, y), [V, V[::-1] * 2]),
+    "corrcoef": (np.corrcoef, [X]),
+}
+
+
+def _same(got, want):
+    got = got if isinstance(got, tuple) else (got,)
+    want = want if isinstance(want, tuple) else (want,)
+    for g, w in zip(got, want):
+        assert type(g) is type(w), (type(g), type(w))
+        assert np.asarray(g).dtype == np.asarray(w).dtype, (np.asarray(g).dtype, np.asarray(w).dtype)
+        assert np.shape(g) == np.shape(w)
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("target", ["generic", "cpu"])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_matches_numpy(name, target):
+    fn, args = CASES[name]
+    want = fn(*args)
+    f = braze.compile(fn, target=target, fullgraph=True)  # a rule, not a graph break
+    _same(f(*args), want)
+
+
+def test_pad_modes_match_numpy_for_widths_beyond_the_axis():
+    x = np.arange(4.0)
+    for mode in ("edge", "reflect", "symmetric", "wrap"):
+        for lo, hi in ((0, 1), (3, 0), (5, 9), (11, 2)):
+            want = np.pad(x, (lo, hi), mode=mode)
+            got = braze.compile(lambda a: np.pad(a, (lo, hi), mode=mode), target="generic", fullgraph=True)(x)
+            np.testing.assert_array_equal(got, want, err_msg=f"{mode} {lo} {hi}")
+
+
+def test_flip_is_a_view_that_writes_through():
+    def f(a):
+        b = np.flip(a, 0)
+        b[0] = -1.0
+        return a.sum()
+
+    a, b = X.copy(), X.copy()
+    np.testing.assert_allclose(braze.compile(f, target="cpu")(a), f(b), rtol=1e-14)  # (sums: braze's order)
+    np.testing.assert_array_equal(a, b)
+
+
+DIFFERENTIABLE = ["flip_axis", "rot90", "roll_tuple", "diff_n2_axis0", "trace", "diag_k", "diag_of_matrix",
+                  "repeat_counts", "tile_2d", "pad_reflect", "pad_constant", "select", "cross", "kron",
+                  "column_stack", "rollaxis", "sinc", "gradient_edge_order2", "cov", "corrcoef",
+                  "linspace_arrays"]
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+@pytest.mark.parametrize("name", DIFFERENTIABLE)
+def test_gradient_matches_finite_differences(name, compiled):
+    fn, args = CASES[name]
+    weights = np.random.default_rng(5).standard_normal(np.shape(fn(*args)))
+
+    def loss(*xs):
+        return (fn(*xs) * weights).sum()
+
+    grad = braze.grad(loss, argnums=0)
+    if compiled:
+        grad = braze.compile(grad, target="cpu")
+    x0 = np.array(args[0], dtype=np.float64)
+    g = grad(x0, *args[1:])
+    fd = np.zeros_like(x0)
+    for i in np.ndindex(x0.shape):
+        e = np.zeros_like(x0)
+        e[i] = 1e-6
+        fd[i] = (loss(x0 + e, *args[1:]) - loss(x0 - e, *args[1:])) / 2e-6
+    np.testing.assert_allclose(g, fd, rtol=1e-5, atol=1e-7)
+
+
+# ---------------------------------------------------------------- numpy.linalg
+SPD = (lambda m: m @ m.T + 4 * np.eye(4))(np.random.default_rng(2).standard_normal((4, 4)))
+GEN = np.random.default_rng(3).standard_normal((4, 4)) + 3 * np.eye(4)
+BATCH = np.random.default_rng(4).standard_normal((2, 3, 3)) + 2 * np.eye(3)
+RHS = np.arange(4.0) - 1.5
+
+LINALG = {
+    "inv": (np.linalg.inv, [GEN]),
+    "inv_batched": (np.linalg.inv, [BATCH]),
+    "solve_vector": (lambda a: np.linalg.solve(a, RHS), [GEN]),
+    "solve_matrix_rhs": (lambda b: np.linalg.solve(GEN, b), [X[:, :3]]),
+    "det": (np.linalg.det, [GEN]),
+    "det_batched": (np.linalg.det, [BATCH]),
+    "slogdet": (lambda a: np.linalg.slogdet(a).logabsdet * np.linalg.slogdet(a).sign, [GEN]),
+    "cholesky": (np.linalg.cholesky, [SPD]),
+    "cholesky_upper": (lambda a: np.linalg.cholesky(a, upper=True), [SPD]),
+    "norm": (np.linalg.norm, [X]),
+    "norm_axis": (lambda x: np.linalg.norm(x, axis=0), [X]),
+    "norm_ord3_keepdims": (lambda x: np.linalg.norm(x, 3, axis=1, keepdims=True), [X]),
+    "norm_matrix_1": (lambda x: np.linalg.norm(x, 1), [X]),
+    "norm_matrix_inf": (lambda x: np.linalg.norm(x, -np.inf), [X]),
+    "norm_fro_axes": (lambda x: np.linalg.norm(x, "fro", axis=(2, 0)), [X3]),
+}
+
+
+@pytest.mark.parametrize("target", ["generic", "cpu"])
+@pytest.mark.parametrize("name", sorted(LINALG))
+def test_linalg_matches_numpy(name, target):
+    fn, args = LINALG[name]
+    _same(braze.compile(fn, target=target, fullgraph=True)(*args), fn(*args))
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+@pytest.mark.parametrize("name", sorted(set(LINALG) - {"norm_matrix_inf"}))
+def test_linalg_gradient_matches_finite_differences(name, compiled):
+    fn, args = LINALG[name]
+    weights = np.random.default_rng(6).standard_normal(np.shape(fn(*args)))
+
+    def loss(x):
+        return (fn(x) * weights).sum()
+
+    grad = braze.grad(loss)
+    if compiled:
+        grad = braze.compile(grad, target="cpu")
+    x0 = np.array(args[0], dtype=np.float64)
+    g = grad(x0)
+    fd = np.zeros_like(x0)
+    for i in np.ndindex(x0.shape):
+        e = np.zeros_like(x0)
+        e[i] = 1e-6
+        fd[i] = (loss(x0 + e) - loss(x0 - e)) / 2e-6
+    np.testing.assert_allclose(g, fd, rtol=1e-5, atol=1e-6)
+
+
+def test_singular_matrix_raises_numpys_error():
+    with pytest.raises(np.linalg.LinAlgError):
+        braze.compile(np.linalg.inv, target="cpu")(np.zeros((3, 3)))

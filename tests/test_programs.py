@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 import braze
-from programs import gpt2, heat, lenet, polybench
+from programs import gpt2, heat, lenet, ml, polybench, science
 
-MODULES = (polybench, lenet, heat)
+MODULES = (polybench, lenet, heat, science, ml)
 EXAMPLES = {name: example for mod in MODULES for name, example in mod.EXAMPLES.items()}
 
 

@@ -15,9 +15,9 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 
 import braze  # noqa: E402
-from programs import heat, lenet, ml, polybench, science  # noqa: E402
+from programs import heat, lenet, ml, more, polybench, science  # noqa: E402
 
-EXAMPLES = {name: ex for mod in (polybench, lenet, heat, science, ml) for name, ex in mod.EXAMPLES.items()}
+EXAMPLES = {name: ex for mod in (polybench, lenet, heat, science, ml, more) for name, ex in mod.EXAMPLES.items()}
 
 
 @pytest.mark.parametrize("impl", ["numpy", "braze"])

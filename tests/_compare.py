@@ -147,3 +147,13 @@ def numpy_accepts(fn, *args, **kwargs) -> bool:
     except Exception:
         return False
     return True
+
+
+def central_differences(f, x, eps=1e-6):
+    """The gradient of scalar ``f`` at float64 array ``x`` by central differences."""
+    grad = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        e = np.zeros_like(x)
+        e[i] = eps
+        grad[i] = (f(x + e) - f(x - e)) / (2 * eps)
+    return grad

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import braze
+from _compare import central_differences
 from braze.api import MAX_RESPECIALIZATIONS
 
 TARGETS = ["generic", "cpu"]
@@ -199,3 +200,15 @@ def test_a_break_inside_a_gradient_is_an_error_not_a_zero():
         braze.grad(loss)(np.arange(3.0))
     with pytest.raises(braze.BrazeError):
         braze.compile(braze.grad(loss), target="generic")(np.arange(3.0))
+
+
+def test_a_boolean_mask_selection_is_differentiable_compiled_as_eagerly():
+    def loss(x):
+        return (x[x[:, 0] > 0, 1:] ** 2).sum() + np.tanh(x[x > 0.5]).sum()
+
+    grad = braze.compile(braze.grad(loss), target="cpu")
+    for seed in range(4):  # masks of different lengths: the guard re-specializes the gradient program too
+        x = np.random.default_rng(seed).standard_normal((6, 3))
+        g = grad(x)
+        np.testing.assert_allclose(g, braze.grad(loss)(x), rtol=1e-12)
+        np.testing.assert_allclose(g, central_differences(loss, x), rtol=1e-5, atol=1e-7)

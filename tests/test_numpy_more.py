@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import braze
+from _compare import central_differences
 
 RNG = np.random.default_rng(11)
 X = RNG.standard_normal((4, 5))
@@ -138,13 +139,8 @@ def test_gradient_matches_finite_differences(name, compiled):
     if compiled:
         grad = braze.compile(grad, target="cpu")
     x0 = np.array(args[0], dtype=np.float64)
-    g = grad(x0, *args[1:])
-    fd = np.zeros_like(x0)
-    for i in np.ndindex(x0.shape):
-        e = np.zeros_like(x0)
-        e[i] = 1e-6
-        fd[i] = (loss(x0 + e, *args[1:]) - loss(x0 - e, *args[1:])) / 2e-6
-    np.testing.assert_allclose(g, fd, rtol=1e-5, atol=1e-7)
+    fd = central_differences(lambda x: loss(x, *args[1:]), x0)
+    np.testing.assert_allclose(grad(x0, *args[1:]), fd, rtol=1e-5, atol=1e-7)
 
 
 # ---------------------------------------------------------------- numpy.linalg
@@ -192,13 +188,7 @@ def test_linalg_gradient_matches_finite_differences(name, compiled):
     if compiled:
         grad = braze.compile(grad, target="cpu")
     x0 = np.array(args[0], dtype=np.float64)
-    g = grad(x0)
-    fd = np.zeros_like(x0)
-    for i in np.ndindex(x0.shape):
-        e = np.zeros_like(x0)
-        e[i] = 1e-6
-        fd[i] = (loss(x0 + e) - loss(x0 - e)) / 2e-6
-    np.testing.assert_allclose(g, fd, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(grad(x0), central_differences(loss, x0), rtol=1e-5, atol=1e-6)
 
 
 def test_singular_matrix_raises_numpys_error():

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 import braze
-from programs import gpt2, heat, lenet, ml, polybench, science
+from programs import gpt2, heat, lenet, ml, more, polybench, science
 
-MODULES = (polybench, lenet, heat, science, ml)
+MODULES = (polybench, lenet, heat, science, ml, more)
 EXAMPLES = {name: example for mod in MODULES for name, example in mod.EXAMPLES.items()}
 
 
@@ -21,7 +21,7 @@ def _leaves(value):
     return [value]
 
 
-def assert_same(got, want, rtol):
+def assert_same(got, want, rtol, atol=None):
     got, want = _leaves(got), _leaves(want)
     assert len(got) == len(want)
     for g, w in zip(got, want):
@@ -30,7 +30,7 @@ def assert_same(got, want, rtol):
             continue
         assert type(g) is type(w), (type(g), type(w))
         assert np.asarray(g).dtype == np.asarray(w).dtype and np.shape(g) == np.shape(w)
-        np.testing.assert_allclose(g, w, rtol=rtol, atol=rtol * 1e-3)
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=rtol * 1e-3 if atol is None else atol)
 
 
 @pytest.mark.parametrize("target", ["generic", "cpu"])

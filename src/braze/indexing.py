@@ -183,10 +183,6 @@ def _advanced(entries, shape):
     return tuple(new_shape), slices, arrays, axes
 
 
-def _masked(x, key):
-    return x[key]
-
-
 def getitem(x, key):
     """``x[key]`` with NumPy's semantics, for any index NumPy's basic and
     advanced indexing accept whose result shape is static."""
@@ -195,9 +191,18 @@ def getitem(x, key):
     if any(kind == "mask" for kind, _ in entries):
         tracer = next((t for t in [x, *(key if isinstance(key, tuple) else (key,))]
                        if getattr(t, "_can_break", None) is not None and t._can_break()), None)
-        if tracer is not None:  # a graph break: NumPy selects, the shape is guarded
-            return tracer._ctx.host_call(_masked, "getitem (boolean mask)", (x, key), {},
-                                         "the result's length depends on the data")
+        if tracer is not None:
+            # a graph break: NumPy finds the mask's nonzero positions (their number is
+            # guarded), and the selection is a gather of them, differentiable as any
+            # gather: x[mask] is x[np.nonzero(mask)] (NumPy's own definition)
+            parts = []
+            for k in (key if isinstance(key, tuple) else (key,)):
+                if hasattr(k, "dtype") and np.dtype(k.dtype) == np.bool_ and np.ndim(k) >= 1:
+                    parts.extend(tracer._ctx.host_call(np.nonzero, "numpy.nonzero (of a boolean mask index)", (k,),
+                                                       {}, "the selection's length depends on the data"))
+                else:
+                    parts.append(k)
+            return getitem(x, tuple(parts))
         raise UnsupportedOpError(
             f"getitem: indexing with a traced boolean mask gives a result whose shape depends on "
             f"the data{where()}; use np.where(mask, x, fill) to keep the shape, or pass the mask "

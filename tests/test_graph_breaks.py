@@ -194,7 +194,7 @@ def test_an_array_made_by_numpy_from_traced_values_is_new_at_each_call():
 
 def test_a_break_inside_a_gradient_is_an_error_not_a_zero():
     def loss(x):
-        return np.sort(x).sum() * x.sum()
+        return np.partition(x, 1).sum() * x.sum()  # (no rule: a break)
 
     with pytest.raises(braze.BrazeError):
         braze.grad(loss)(np.arange(3.0))

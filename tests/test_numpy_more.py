@@ -74,6 +74,11 @@ CASES = {
     "gradient_2d_spacing": (lambda x: np.gradient(x, 0.5), [X]),
     "gradient_edge_order2": (lambda x: np.gradient(x, 2.0, axis=1, edge_order=2), [X]),
     "gradient_int": (np.gradient, [np.array([1, 4, 9, 16, 25])]),
+    "sort": (lambda x: np.sort(x, axis=0), [X]),
+    "sort_flat_ties_nan": (lambda x: np.sort(x, axis=None), [np.array([[2.0, np.nan, 1.0], [2.0, -0.0, 0.0]])]),
+    "argsort": (lambda x: np.argsort(x, axis=1), [XI]),
+    "argsort_stable": (lambda x: np.argsort(x, kind="stable"), [XI]),
+    "sort_method": (lambda x: (x.sort(axis=0), x)[1], [X]),
     "cov": (np.cov, [X]),
     "cov_rowvar_bias": (lambda x: np.cov(x, rowvar=False, bias=True), [X]),
     "cov_y": (lambda x, y: np.cov(x, y), [V, V[::-1] * 2]),
@@ -120,7 +125,7 @@ def test_flip_is_a_view_that_writes_through():
     np.testing.assert_array_equal(a, b)
 
 
-DIFFERENTIABLE = ["flip_axis", "rot90", "roll_tuple", "diff_n2_axis0", "trace", "diag_k", "diag_of_matrix",
+DIFFERENTIABLE = ["sort", "flip_axis", "rot90", "roll_tuple", "diff_n2_axis0", "trace", "diag_k", "diag_of_matrix",
                   "repeat_counts", "tile_2d", "pad_reflect", "pad_constant", "select", "cross", "kron",
                   "column_stack", "rollaxis", "sinc", "gradient_edge_order2", "cov", "corrcoef",
                   "linspace_arrays"]

@@ -29,8 +29,10 @@ Limits (documented in the README):
 * Code that bound the functions before tracing (``from numpy import zeros``)
   keeps NumPy's originals.
 * ``np.empty`` is traced as ``np.zeros`` (its contents are unspecified).
-* Other constructors (``arange``, ``eye``, ``tri``, ``linspace``, ...) return
-  NumPy arrays as usual; inside a trace they become captured constants.
+* ``np.eye``/``np.identity``/``np.tri`` inside a trace return their NumPy
+  value as a traced constant. Other constructors (``arange``, ``linspace``,
+  ...) return NumPy arrays as usual and become captured constants where
+  traced values meet them.
 * A ``numba.njit`` function compiled *in another thread while a trace runs*
   that calls one of these functions sees the wrapper and fails to type it.
 """
@@ -47,10 +49,15 @@ from . import numpy as bnp
 from .core import current_context
 
 CONSTRUCTORS = ("empty", "zeros", "ones", "full")
+# Matrix constructors whose result a program indexes with traced values (the
+# one-hot idiom ``np.eye(n)[labels]``): NumPy's array, made a traced constant
+# so the indexing is braze's (a gather) and not a conversion of the labels.
+# (``arange`` stays NumPy's: programs iterate over it for loop counters.)
+MATRIX_CONSTRUCTORS = ("eye", "identity", "tri")
 CONVERTERS = ("array", "asarray", "asanyarray", "ascontiguousarray", "asfortranarray", "frombuffer", "fromiter",
               "fromstring")
 INDEX_BUILDERS = ("r_", "c_")
-NAMES = CONSTRUCTORS + CONVERTERS + INDEX_BUILDERS
+NAMES = CONSTRUCTORS + MATRIX_CONSTRUCTORS + CONVERTERS + INDEX_BUILDERS
 
 # Callers inside these packages always get NumPy's own functions.
 _LIBRARIES = ("numpy", "scipy", "braze", "numba", "llvmlite")
@@ -97,6 +104,18 @@ def _constructor(name: str):
     return wrapper
 
 
+def _matrix_constructor(name: str):
+    original = _originals[name]
+
+    @functools.wraps(original)
+    def wrapper(*args, **kwargs):
+        if not kwargs.get("like") and _context_kind() == "trace" and _from_user_code():
+            return current_context().constant(original(*args, **kwargs))
+        return original(*args, **kwargs)
+
+    return wrapper
+
+
 def _converter(name: str):
     original = _originals[name]
     build = getattr(bnp, name)
@@ -132,6 +151,7 @@ class _IndexBuilder:
 
 
 _wrappers = {name: _constructor(name) for name in CONSTRUCTORS}
+_wrappers.update({name: _matrix_constructor(name) for name in MATRIX_CONSTRUCTORS})
 _wrappers.update({name: _converter(name) for name in CONVERTERS})
 _wrappers.update({name: _IndexBuilder(name) for name in INDEX_BUILDERS})
 

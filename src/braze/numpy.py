@@ -1630,6 +1630,31 @@ def corrcoef(x, y=None, rowvar=True, *, dtype=None):
 
 
 
+def _sort_kind(func, kind, order, stable):
+    _reject(func, order=order)
+    if stable is not None and kind is not None:
+        raise ShapeError(f"{func}: `kind` and `stable` parameters can't both be specified{_where()}")
+    return "stable" if stable else kind
+
+
+def argsort(a, axis=-1, kind=None, order=None, *, stable=None):
+    """``np.argsort`` with NumPy's algorithm (``kind``), as an extern."""
+    kind = _sort_kind("argsort", kind, order, stable)
+    if axis is None:
+        a, axis = ravel(a), 0
+    axis = normalize_axis("argsort", axis, _ndim(a), _shape(a))
+    return bind("argsort", a, axis=axis, kind=kind)
+
+
+def sort(a, axis=-1, kind=None, order=None, *, stable=None):
+    """``np.sort``: a gather of ``argsort`` (differentiable; equal to NumPy's values)."""
+    kind = _sort_kind("sort", kind, order, stable)
+    if axis is None:
+        a, axis = ravel(a), 0
+    axis = normalize_axis("sort", axis, _ndim(a), _shape(a))
+    return take_along_axis(a, bind("argsort", a, axis=axis, kind=kind), axis)
+
+
 # ---------------------------------------------------------------- numpy.linalg
 # LAPACK calls are primitives (ops/linalg.py: inv, solve, det, slogdet,
 # cholesky, with VJP rules); norm is written as NumPy writes it. The rest of

@@ -393,12 +393,12 @@ class ArrayMethods:
     def round(self, decimals=0, out=None):
         return bnp.round(self, decimals, out)
 
-    def sort(self, axis=-1, kind=None, order=None):
+    def sort(self, axis=-1, kind=None, order=None, *, stable=None):
         """In place, as ``ndarray.sort`` (``np.sort`` returns a sorted copy)."""
-        sort = getattr(bnp, "sort", None)
-        if sort is None:
-            raise UnsupportedOpError(f"ndarray.sort is not supported on traced arrays{where()}")
-        self._assign(sort(self, axis=axis, kind=kind, order=order), "sort")
+        self._assign(bnp.sort(self, axis=axis, kind=kind, order=order, stable=stable), "sort")
+
+    def argsort(self, axis=-1, kind=None, order=None, *, stable=None):
+        return bnp.argsort(self, axis=axis, kind=kind, order=order, stable=stable)
 
 
 def _conj_into(x, out):

@@ -412,6 +412,12 @@ class GraphContext:
             )
         raise TraceError(f"cannot use a {type(value).__name__} as an array operand")
 
+    def constant(self, array: np.ndarray) -> "Tracer":
+        """A traced array holding ``array`` (made by NumPy during the trace, never
+        written by anyone else: a constant of the program)."""
+        array = np.ascontiguousarray(array)
+        return Tracer(self, self._capture(array), strides=layout.c_strides(array.shape))
+
     def _capture(self, array: np.ndarray) -> Node:
         """Arrays from closures, globals or NumPy calls: held by reference, read at each call."""
         node = self._capture_nodes.get(id(array))

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import layout
 from ..aval import Aval
-from ..core import bind, declare
+from ..core import NONDIFFERENTIABLE, bind, declare
 from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, where
 from ._util import broadcast_shapes
 from .elementwise import convert, equal, less, where as select
@@ -275,3 +275,21 @@ declare("strided_update", "index", abstract=_strided_update_abstract, impl=_stri
 declare("diagonal", "shape", abstract=_diagonal_abstract,
         impl=lambda x, *, offset, axis1, axis2: np.diagonal(x, offset, axis1, axis2),  # read-only, as NumPy's
         vjp=_diagonal_vjp, flags=("layout",), view="np.diagonal returns a read-only view", strides=_diagonal_strides)
+
+
+# ---------------------------------------------------------------- argsort
+# NumPy's argsort, on every target (an extern); ``sort`` is a gather of it
+# (take_along_axis), equal to np.sort and differentiable through the gather.
+
+
+def _argsort_abstract(x: Aval, *, axis, kind):
+    if x.ndim == 0:
+        raise ShapeError(f"argsort: a 0-d array has no axis to sort along{where()}")
+    return Aval(x.shape, np.dtype(np.intp))
+
+
+def _argsort_impl(x, *, axis, kind):
+    return np.argsort(x, axis=axis, kind=kind)  # (NumPy's algorithm: ties ordered as NumPy orders them)
+
+
+declare("argsort", "index", abstract=_argsort_abstract, impl=_argsort_impl, vjp=NONDIFFERENTIABLE)

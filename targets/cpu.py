@@ -150,11 +150,35 @@ def _needs_numpy(loop: Loop) -> str | None:
     return None
 
 
+def _direct_view(node):
+    """For the commonest views, the NumPy method call with its arguments made
+    once (a loop unrolled into thousands of slices pays this per step)."""
+    if node.op == "slice":
+        key = tuple(slice(a, b, c) for a, b, c in node.kw["slices"])
+        return lambda x: x[key] if type(x) is np.ndarray else np.asarray(x)[key]
+    if node.op == "reshape":
+        shape = tuple(node.kw["shape"])
+        return lambda x: x.reshape(shape) if type(x) is np.ndarray else np.reshape(x, shape)
+    if node.op == "transpose":
+        perm = tuple(node.kw["perm"])
+        return lambda x: x.transpose(perm) if type(x) is np.ndarray else np.transpose(x, perm)
+    return None
+
+
 def _op_runner(node, slot_of, inplace: bool):
     fn = NUMPY_IMPL[node.op]
     ins = tuple(slot_of[id(i)] for i in node.inputs)
     out = slot_of[id(node)]
     params = node.kw
+    direct = None if inplace else _direct_view(node)
+    if direct is not None:
+        source = ins[0]
+
+        def run_view(call):
+            slots = call.slots
+            slots[out] = direct(slots[source])
+
+        return run_view
     if inplace:  # write the update into the destination (see cpu_memory)
         fn = PRIMITIVES[node.op].inplace
 

@@ -39,3 +39,24 @@ def test_program(benchmark, name, impl):
     # programs that update their arguments get fresh copies each round (copy not timed)
     benchmark.pedantic(lambda *a: f(*a, **static), setup=lambda: (copy.deepcopy(args), {}),
                        rounds=15, warmup_rounds=1)
+
+
+@pytest.mark.parametrize("impl", ["numpy", "braze"])
+@pytest.mark.parametrize("n_layer", [2, 12])
+def test_gpt2_forward(benchmark, n_layer, impl):
+    """The GPT-2 forward pass of the corpus, float32, n_embd 256, n_ctx 128."""
+    from programs import gpt2
+
+    p = gpt2.params(n_layer=n_layer, n_embd=256, n_ctx=128)
+    args = (np.arange(128) % 97, p["wte"], p["wpe"], p["blocks"], p["ln_f"])
+    benchmark.group = f"gpt2 forward, {n_layer} layers"
+    fn = gpt2.gpt2
+    if impl == "braze":
+        fn = braze.compile(gpt2.gpt2, target="cpu", static_argnames=("n_head",))
+        t0 = time.perf_counter()
+        fn(*args, n_head=p["n_head"])
+        benchmark.extra_info["first call s"] = round(time.perf_counter() - t0, 3)
+        lowered = fn.lower(*args, n_head=p["n_head"])
+        benchmark.extra_info.update({f"{k} s": round(v, 4) for k, v in lowered.times.items()})
+        print(f"\ngpt2 {n_layer} layers: first call {benchmark.extra_info['first call s']} s, {lowered.counts}")
+    benchmark.pedantic(fn, args=args, kwargs={"n_head": p["n_head"]}, rounds=7, warmup_rounds=1)

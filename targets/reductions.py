@@ -157,6 +157,16 @@ class Prod(Reduction):
         return [f"{a} *= {b}"]
 
 
+def extremum_identity(dt: np.dtype, sign: int):
+    """The value a max (``sign`` 1) or min (-1) starts from in dtype ``dt``."""
+    if dt.kind == "f":
+        return -np.inf * sign
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        return info.min if sign > 0 else info.max
+    return sign < 0  # bool: max from False, min from True
+
+
 class Extremum(Reduction):
     """max (``sign`` 1) or min (-1)."""
 
@@ -178,13 +188,7 @@ class Extremum(Reduction):
         return super().parts() + ([("_n", self.d.flag)] if self.keyed else [])
 
     def _identity(self):
-        dt = self.out
-        if dt.kind == "f":
-            return -np.inf * self.sign
-        if dt.kind in "iu":
-            info = np.iinfo(dt)
-            return info.min if self.sign > 0 else info.max
-        return self.sign < 0  # bool: max from False, min from True
+        return extremum_identity(self.out, self.sign)
 
     def init(self, acc):
         if self.keyed:
@@ -256,13 +260,7 @@ class ArgExtremum(Extremum):
         return [("", self.src), ("_i", np.dtype(np.int64)), ("_n", self.d.flag)]
 
     def _identity(self):
-        dt = self.src
-        if dt.kind == "f":
-            return -np.inf * self.sign
-        if dt.kind in "iu":
-            info = np.iinfo(dt)
-            return info.min if self.sign > 0 else info.max
-        return self.sign < 0
+        return extremum_identity(self.src, self.sign)
 
     def init(self, acc):
         return [f"{acc} = {literal(self._identity(), self.src)}", f"{acc}_i = np.int64(0)",

@@ -34,7 +34,7 @@ from .core import NONDIFFERENTIABLE, PRIMITIVES, VJP, bind, context_stack, pop_c
 from .errors import BrazeError, CompositeError, TraceError, where
 from .surface import ArrayMethods
 from .tracing import GraphContext, Tracer, _is_element
-from .views import is_view_op, make_view, strides_of, uncertain_error
+from .views import is_view_op, make_view, refresh, strides_of
 
 
 class GradientError(BrazeError, TypeError):
@@ -57,6 +57,11 @@ def _dtype(x) -> np.dtype:
 
 
 # ---------------------------------------------------------------- watched arrays
+
+
+def _reread_value(t: "Watched", view, base: "Watched") -> None:
+    fresh = bind(view.op, base, **view.params)  # recorded: the gradient follows the view
+    t._value_, t._id_ = primal_parts(fresh, t._tape)
 
 
 class Watched(ArrayMethods):
@@ -87,22 +92,8 @@ class Watched(ArrayMethods):
     def _sync(self) -> None:
         """Bring a view up to date with the array it views (re-reading it if it
         changed), down a chain of views without recursion."""
-        if self._view is None:
-            return
-        chain, t = [], self
-        while t._view is not None:
-            chain.append(t)
-            t = t._view.base
-        for t in reversed(chain):
-            view = t._view
-            base = view.base
-            if base._version != t._base_version:
-                if view.uncertain:
-                    raise uncertain_error("reading, after its base was written,")
-                fresh = bind(view.op, base, **view.params)  # recorded: the gradient follows the view
-                t._value_, t._id_ = primal_parts(fresh, t._tape)
-                t._base_version = base._version
-                t._version += 1
+        if self._view is not None:
+            refresh(self, _reread_value)
 
     @property
     def _value(self):

@@ -34,7 +34,7 @@ from .core import ABSTRACT, KIND, NUMPY_IMPL, PRIMITIVES, bind, pop_context, pus
 from .errors import BrazeError, ConcretizationError, TraceError, UnsupportedOpError, user_frame, where
 from .graph import Graph, Literal, Node, toposort
 from .surface import ArrayMethods
-from .views import ReadOnlyError, View, is_view_op, make_view, result_strides, strides_of, uncertain_error
+from .views import ReadOnlyError, View, is_view_op, make_view, refresh, result_strides, strides_of
 
 # op name -> rule(ctx, input nodes, params) -> (params, aval), for ops whose
 # result comes from tracing a sub-graph (composites) rather than an ABSTRACT rule.
@@ -42,6 +42,10 @@ TRACE_RULES: dict[str, Callable] = {}
 
 
 # ---------------------------------------------------------------- the tracer
+
+
+def _reread_node(t: "Tracer", view: View, base: "Tracer") -> None:
+    t._node_ = t._ctx.record(view.op, (base._node_,), view.params)
 
 
 class Tracer(ArrayMethods):
@@ -61,23 +65,8 @@ class Tracer(ArrayMethods):
 
     @property
     def _node(self) -> Node:
-        if self._view is None:
-            return self._node_
-        # the chain of views (a loop may make thousands: x = x[1:]) up to the array
-        # that owns the data, brought up to date from the top down, without recursion
-        chain, t = [], self
-        while t._view is not None:
-            chain.append(t)
-            t = t._view.base
-        for t in reversed(chain):
-            view = t._view
-            base = view.base
-            if base._version != t._base_version:
-                if view.uncertain:
-                    raise uncertain_error("reading, after its base was written,")
-                t._node_ = t._ctx.record(view.op, (base._node_,), view.params)
-                t._base_version = base._version
-                t._version += 1
+        if self._view is not None:
+            refresh(self, _reread_node)
         return self._node_
 
     @property

@@ -50,6 +50,26 @@ def uncertain_error(what: str) -> ConcretizationError:
         ".copy() (a copy) or write through the original array instead")
 
 
+def refresh(view_array, reread) -> None:
+    """Bring a view (a traced or watched array with ``_view``) up to date with
+    the array that owns its data, down the chain of views from the top, without
+    recursion (a loop may make thousands: ``x = x[1:]``). ``reread(t, view,
+    base)`` reads ``t`` again from its base, which changed."""
+    chain, t = [], view_array
+    while t._view is not None:
+        chain.append(t)
+        t = t._view.base
+    for t in reversed(chain):
+        view = t._view
+        base = view.base
+        if base._version != t._base_version:
+            if view.uncertain:
+                raise uncertain_error("reading, after its base was written,")
+            reread(t, view, base)
+            t._base_version = base._version
+            t._version += 1
+
+
 def is_view_op(op: str) -> bool:
     prim = PRIMITIVES.get(op)
     return prim is not None and prim.view is not None

@@ -37,3 +37,15 @@ def test_program_on_cuda_matches_numpy(name):
     rtol = 1e-4 if any(np.asarray(leaf).dtype == np.float32 for leaf in _leaves(args)) else 1e-9
     assert_same(got, want, rtol, ABSOLUTE.get(name))
     assert_same(ours, theirs, rtol)
+
+
+def test_gpt2_forward_on_cuda_matches_numpy():
+    from programs import gpt2
+
+    p = gpt2.params(n_layer=1, n_embd=16, n_head=2, n_ctx=8)
+    inputs = np.arange(8) % 97
+    want = gpt2.gpt2(inputs, p["wte"], p["wpe"], p["blocks"], p["ln_f"], n_head=p["n_head"])
+    f = braze.compile(gpt2.gpt2, target="cuda", static_argnames=("n_head",))
+    got = f(inputs, p["wte"], p["wpe"], p["blocks"], p["ln_f"], n_head=p["n_head"])
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)

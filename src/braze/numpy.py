@@ -1530,13 +1530,12 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
         np.asarray(stop - start, dt)
     nd = _ndim(delta)
     y = np.arange(0, num, dtype=dt).reshape((-1,) + (1,) * nd)
-    step = np.nan
     if div > 0:
         step = delta / div
         # NumPy's two formulas: y / div * delta for all elements if any step is 0 (denormals)
         y = np.where(np.any(step == 0), y / div * delta, y * step)
     else:
-        step = np.nan
+        step = np.nan  # (0 or 1 samples with the endpoint: NumPy's undefined step)
         y = y * delta
     y = y + start
     if endpoint and num > 1:

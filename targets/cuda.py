@@ -281,6 +281,13 @@ def _extern_runner(dev: _Device, node, slot_of: dict):
 
         return run, "on the host, as called (a graph break)"
 
+    if isinstance(node.aval, tuple):  # several results (qr, eigh, svd), each copied back
+        def run(slots, ctx):
+            result = fn(*[dev.host(slots[i]) for i in ins], **params)
+            slots[out] = tuple(dev.put(np.asarray(r, dtype=a.dtype)) for r, a in zip(result, node.aval))
+
+        return run, "on the host with NumPy (operands copied to the host, the results back)"
+
     def run(slots, ctx):
         result = fn(*[dev.host(slots[i]) for i in ins], **params)
         slots[out] = dev.put(np.asarray(result, dtype=node.aval.dtype))

@@ -689,13 +689,46 @@ def test_arrays_built_from_watched_values_carry_the_gradient(name, shape):
 
 
 def test_a_watched_value_escaping_into_a_numpy_array_is_an_error_not_a_zero():
+    buf = np.empty(2)  # a plain NumPy buffer made outside: the tape cannot see it
+
     def f(x):
-        buf = np.empty(2)           # a plain NumPy buffer the tape cannot see
         buf[:] = x * 2.0
-        return buf.sum()
+        return buf.sum() + x[0]
+
+    def g(x):
+        buf[0] = x.sum()  # (an element: NumPy converts with float())
+        return buf.sum() + x[0]
 
     with pytest.raises(GradientError, match="stop_gradient"):
         braze.grad(f)(np.ones(2))
+    with pytest.raises((GradientError, ValueError)):  # (NumPy replaces what float() raised with a ValueError)
+        braze.grad(g)(np.ones(2))
     # detaching on purpose is allowed, and gives the gradient of what is left
     g = braze.grad(lambda x: (braze.stop_gradient(x) * x).sum())(np.array([2.0, 3.0]))
     assert np.array_equal(g, [2.0, 3.0])
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_watched_values_written_into_a_buffer_the_function_made_keep_their_gradient(compiled):
+    def loss(x):  # (out[i] = w into a plain NumPy array went through float(w): a silent zero gradient)
+        out = np.empty(2)
+        out[0] = np.sum(x)
+        out[1] = np.sum(x * 2)
+        stacked = np.zeros((2, 3))
+        stacked[0] = x[:3]
+        return (out ** 2).sum() + (stacked ** 3).sum()
+
+    x = np.random.default_rng(2).random(4)
+    grad = braze.compile(braze.grad(loss), target="cpu") if compiled else braze.grad(loss)
+    want = 10 * x.sum() + np.r_[3 * x[:3] ** 2, 0.0]
+    np.testing.assert_allclose(grad(x), want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("convert", [float, complex, lambda w: w.item(), lambda w: w.tolist()])
+def test_a_watched_value_made_a_python_number_is_an_error_not_a_zero_gradient(convert):
+    def loss(x):
+        return np.float64(convert(x.sum())).real * x[0]
+
+    with pytest.raises(braze.GradientError, match="silently drop its gradient"):
+        braze.grad(loss)(np.ones(3))
+    assert braze.grad(lambda x: x[int(x.sum()) % 3] * 2.0)(np.ones(3))[0] == 2.0  # (int(): no gradient lost)

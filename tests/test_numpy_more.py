@@ -79,6 +79,12 @@ CASES = {
     "argsort": (lambda x: np.argsort(x, axis=1), [XI]),
     "argsort_stable": (lambda x: np.argsort(x, kind="stable"), [XI]),
     "sort_method": (lambda x: (x.sort(axis=0), x)[1], [X]),
+    "partition": (lambda x: np.partition(x, 2), [X]),
+    "partition_kths_axis0": (lambda x: np.partition(x, (0, -1), axis=0), [X]),
+    "partition_nan_ties": (lambda x: np.partition(x, [1, 4], axis=None),
+                           [np.array([[0.5, np.nan, 0.5, -0.0], [0.0, 0.5, 2.0, -1.0]])]),
+    "partition_method": (lambda x: (x.partition(3), x)[1], [X]),
+    "argpartition": (lambda x: np.argpartition(x, 1, axis=0), [XI]),
     "cov": (np.cov, [X]),
     "cov_rowvar_bias": (lambda x: np.cov(x, rowvar=False, bias=True), [X]),
     "cov_y": (lambda x, y: np.cov(x, y), [V, V[::-1] * 2]),
@@ -125,7 +131,7 @@ def test_flip_is_a_view_that_writes_through():
     np.testing.assert_array_equal(a, b)
 
 
-DIFFERENTIABLE = ["sort", "flip_axis", "rot90", "roll_tuple", "diff_n2_axis0", "trace", "diag_k", "diag_of_matrix",
+DIFFERENTIABLE = ["sort", "partition", "partition_kths_axis0", "flip_axis", "rot90", "roll_tuple", "diff_n2_axis0", "trace", "diag_k", "diag_of_matrix",
                   "repeat_counts", "tile_2d", "pad_reflect", "pad_constant", "select", "cross", "kron",
                   "column_stack", "rollaxis", "sinc", "gradient_edge_order2", "cov", "corrcoef",
                   "linspace_arrays"]
@@ -170,6 +176,20 @@ LINALG = {
     "norm_matrix_1": (lambda x: np.linalg.norm(x, 1), [X]),
     "norm_matrix_inf": (lambda x: np.linalg.norm(x, -np.inf), [X]),
     "norm_fro_axes": (lambda x: np.linalg.norm(x, "fro", axis=(2, 0)), [X3]),
+    "norm_2": (lambda x: np.linalg.norm(x, 2), [X]),
+    "norm_nuc_axes": (lambda x: np.linalg.norm(x, "nuc", axis=(2, 1)), [X3]),
+    "qr": (np.linalg.qr, [X.T]),
+    "qr_wide": (np.linalg.qr, [X]),
+    "qr_r": (lambda a: np.linalg.qr(a, mode="r"), [X.T]),
+    "qr_complete_square": (lambda a: np.linalg.qr(a, mode="complete"), [GEN]),
+    "qr_batched": (np.linalg.qr, [BATCH]),
+    "eigh": (np.linalg.eigh, [SPD]),
+    "eigh_upper": (lambda a: np.linalg.eigh(a, UPLO="U"), [GEN]),
+    "eigvalsh": (np.linalg.eigvalsh, [GEN]),
+    "svd": (lambda a: np.linalg.svd(a, full_matrices=False), [X]),
+    "svd_tall": (lambda a: np.linalg.svd(a, full_matrices=False), [X.T]),
+    "svd_square_full": (np.linalg.svd, [GEN]),
+    "svd_values": (lambda a: np.linalg.svd(a, compute_uv=False), [BATCH]),
 }
 
 
@@ -184,16 +204,75 @@ def test_linalg_matches_numpy(name, target):
 @pytest.mark.parametrize("name", sorted(set(LINALG) - {"norm_matrix_inf"}))
 def test_linalg_gradient_matches_finite_differences(name, compiled):
     fn, args = LINALG[name]
-    weights = np.random.default_rng(6).standard_normal(np.shape(fn(*args)))
+    outs = fn(*args) if isinstance(fn(*args), tuple) else (fn(*args),)
+    weights = [np.random.default_rng(6).standard_normal(np.shape(o)) for o in outs]
 
-    def loss(x):
-        return (fn(x) * weights).sum()
+    def loss(x):  # (every result of a decomposition, weighted)
+        got = fn(x)
+        return sum((g * w).sum() for g, w in zip(got if isinstance(got, tuple) else (got,), weights))
 
     grad = braze.grad(loss)
     if compiled:
         grad = braze.compile(grad, target="cpu")
     x0 = np.array(args[0], dtype=np.float64)
     np.testing.assert_allclose(grad(x0), central_differences(loss, x0), rtol=1e-5, atol=1e-6)
+
+
+LSTSQ_A = np.random.default_rng(7).standard_normal((6, 3))
+LSTSQ = {  # (a graph break: the residuals' length depends on the rank LAPACK finds)
+    "solution": lambda a, b: np.linalg.lstsq(a, b, rcond=None)[0],
+    "residuals": lambda a, b: np.linalg.lstsq(a, b)[1],
+    "singular_values": lambda a, b: np.linalg.lstsq(a, b)[3],
+    "all": lambda a, b: np.linalg.lstsq(a, b),
+}
+
+
+@pytest.mark.parametrize("rhs", ["vector", "matrix"])
+@pytest.mark.parametrize("name", sorted(LSTSQ))
+def test_lstsq_matches_numpy_and_finite_differences(name, rhs):
+    fn = LSTSQ[name]
+    a, b = LSTSQ_A, (RHS[:3] @ LSTSQ_A.T if rhs == "vector" else X[:, :2].repeat(2, 0)[:6])
+    b = b + np.random.default_rng(8).standard_normal(b.shape)
+    want = fn(a, b)
+    for target in ("generic", "cpu"):
+        got = braze.compile(fn, target=target)(a, b)
+        for g, w in zip(got if isinstance(want, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+            assert np.shape(g) == np.shape(w) and np.asarray(g).dtype == np.asarray(w).dtype
+            np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)
+    outs = want if isinstance(want, tuple) else (want,)
+    weights = [np.random.default_rng(9).standard_normal(np.shape(w)) for w in outs]
+
+    def loss(a, b):
+        got = fn(a, b)
+        return sum((got[k] * w).sum() for k, w in enumerate(weights) if k != 2) if isinstance(got, tuple) \
+            else (got * weights[0]).sum()
+
+    for argnum, x in enumerate((a, b)):
+        def partial(x, argnum=argnum):
+            return loss(x, b) if argnum == 0 else loss(a, x)
+
+        want_grad = central_differences(partial, x.copy())
+        for grad in (braze.grad(loss, argnums=argnum), braze.compile(braze.grad(loss, argnums=argnum), target="cpu")):
+            np.testing.assert_allclose(grad(a, b), want_grad, rtol=1e-5, atol=1e-7)
+
+
+def test_lstsq_of_a_rank_deficient_system_re_specializes_to_numpys_empty_residuals():
+    f = braze.compile(lambda a, b: np.linalg.lstsq(a, b), target="cpu")
+    deficient = LSTSQ_A.copy()
+    deficient[:, 2] = deficient[:, 0]
+    for a in (LSTSQ_A, deficient, LSTSQ_A):
+        for g, w in zip(f(a, RHS[:3] @ a.T + 1), np.linalg.lstsq(a, RHS[:3] @ a.T + 1)):
+            assert np.shape(g) == np.shape(w)
+            np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-12)
+
+
+def test_decomposition_gradients_refuse_what_is_not_unique():
+    with pytest.raises(braze.GradientError, match="full_matrices"):
+        braze.grad(lambda x: np.linalg.svd(x)[0].sum())(X)
+    with pytest.raises(braze.GradientError, match="mode='complete'"):
+        braze.grad(lambda x: np.linalg.qr(x, mode="complete")[0].sum())(X.T)
+    with pytest.raises(braze.GradientError, match="underdetermined"):
+        braze.grad(lambda x: np.linalg.lstsq(x, RHS[:3])[0].sum())(X[:3, :4])
 
 
 def test_singular_matrix_raises_numpys_error():

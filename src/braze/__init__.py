@@ -19,7 +19,7 @@ if not _os.environ.get("BRAZE_KEEP_OMP_DEFAULT"):
 
 from . import ops as _ops  # noqa: F401  (declares every primitive)
 from . import numpy  # noqa: F401
-from .autodiff import GradientError, GradientTape, grad, stop_gradient, value_and_grad, vjp
+from .autodiff import GradientError, GradientTape, defvjp, grad, stop_gradient, value_and_grad, vjp
 from .api import CacheInfo, Compiled, Lowered, cache_info, clear_cache, compile, trace  # noqa: A004
 from .composite import Composite, composite
 from .core import bind
@@ -66,6 +66,6 @@ __all__ = [
     "BrazeError", "CacheInfo", "Compiled", "Composite", "CompositeError", "ConcretizationError",
     "DTypeError", "Graph", "IndexOutOfRangeError", "Lowered", "Node", "ShapeError", "TargetError", "TraceError",
     "UnsupportedOpError", "KernelError", "bind", "cache_info", "clear_cache", "compile",
-    "disable_kernels", "explain", "grad", "value_and_grad", "vjp", "GradientTape", "GradientError",
+    "defvjp", "disable_kernels", "explain", "grad", "value_and_grad", "vjp", "GradientTape", "GradientError",
     "stop_gradient", "register_kernel", "set_log", "verify", "testing", "composite", "numpy", "trace",
 ]

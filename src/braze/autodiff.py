@@ -31,14 +31,10 @@ from .aval import Aval, aval_of_value
 from . import numpy as bnp
 from . import pytree
 from .core import NONDIFFERENTIABLE, PRIMITIVES, VJP, bind, context_stack, pop_context, push_context
-from .errors import BrazeError, CompositeError, TraceError, where
-from .surface import ArrayMethods
+from .errors import BrazeError, CompositeError, GradientError, TraceError, where
+from .surface import ArrayMethods, call_untraced
 from .tracing import GraphContext, Tracer, _is_element
 from .views import is_view_op, make_view, refresh, strides_of
-
-
-class GradientError(BrazeError, TypeError):
-    """A gradient was asked of something that has none, or a tape was misused."""
 
 
 _ids = itertools.count(1)
@@ -143,6 +139,16 @@ class Watched(ArrayMethods):
             return Watched(self._tape, value, result._id)
         return result
 
+    def _untraced(self, fn, name: str, args, kwargs, why: str, refused: BaseException):
+        rule = HOST_RULES.get(fn)
+        if rule is None:
+            detail = f": {refused}" if why.startswith("braze's rule") else ""
+            raise GradientError(
+                f"{name}{where()} has no gradient rule: braze does not trace it ({why}{detail}); give it one "
+                f"with braze.defvjp({name}, vjp), or cut the gradient with braze.stop_gradient"
+            ) from refused
+        return self._tape._host(fn, name, args, kwargs, rule)
+
     def _update(self, value) -> None:
         """Rebind to ``value``; through a view, down the chain of views to the
         array that owns the data (a loop, not recursion)."""
@@ -205,23 +211,39 @@ class Watched(ArrayMethods):
     def __bool__(self):
         return bool(self._concrete())
 
-    def __int__(self):
+    def __int__(self):  # (int(), indices and bool: piecewise constant, no gradient is lost)
         return int(self._concrete())
 
     def __float__(self):
+        self._check_kept("converted with float()")
         return float(self._concrete())
 
     def __complex__(self):
+        self._check_kept("converted with complex()")
         return complex(self._concrete())
 
     def __index__(self):
         return self._concrete().__index__()
 
     def item(self, *args):
+        self._check_kept("read with .item()")
         return self._concrete().item(*args)
 
     def tolist(self):
+        self._check_kept("read with .tolist()")
         return self._concrete().tolist()
+
+    def _owner(self):
+        return self._tape
+
+    def _check_kept(self, what: str) -> None:
+        """A Python number made of a watched value drops its gradient: say so
+        (``out[i] = w`` into a plain NumPy array converts ``w`` this way)."""
+        if self._active() and not self._tape._paused and differentiable(self.dtype):
+            raise GradientError(
+                f"a watched array {self.aval} was {what}{where()}, which would silently drop its gradient; "
+                "keep it an array (write it into an array made inside the function with np.zeros / np.empty, "
+                "which the tape watches), or detach it on purpose with braze.stop_gradient(x)")
 
     def __repr__(self):
         return f"Watched({self._value!r})"
@@ -325,6 +347,12 @@ class GradientTape:
         finally:
             self._paused -= 1
 
+    def buffer(self, value) -> "Watched":
+        """An array the user's code made (np.zeros, np.empty, ...) while this tape
+        records: watched as a constant, so that writes of watched values into
+        it (``out[i, j] = w``) are recorded."""
+        return Watched(self, value, next(_ids))
+
     # ---- watching
     def watch(self, x):
         """A watched version of ``x`` (an array or a pytree of arrays).
@@ -372,6 +400,41 @@ class GradientTape:
         result = self._remember(op, params, in_ids, in_values, out, None)
         if mine[0] and isinstance(result, Watched):
             _make_view(result, args[0], op, params)
+        return result
+
+    def _host(self, fn, name: str, args: tuple, kwargs: dict, rule):
+        """``fn(*args, **kwargs)`` run untraced (NumPy, SciPy, ...) with the user's
+        VJP rule (``braze.defvjp``): one record on this tape."""
+        args = tuple(args)
+        mine = lambda v: isinstance(v, Watched) and v._tape is self  # noqa: E731
+        nested = [leaf for a in args if not mine(a) for leaf in pytree.flatten(a)[0] if mine(leaf)]
+        if nested or any(mine(leaf) for leaf in pytree.flatten(kwargs)[0]):
+            raise GradientError(
+                f"{name}{where()}: a watched array is passed inside a container or as a keyword; a "
+                "braze.defvjp rule differentiates positional array arguments only"
+            )
+        in_values, in_ids = [], []
+        for a in args:
+            value, ident = primal_parts(a, self)
+            in_values.append(value)
+            in_ids.append(ident)
+        out = call_untraced(fn, name, tuple(in_values), kwargs)
+        if self._paused:
+            return out
+        n_args = len(args)
+
+        def host_rule(ct):
+            cts = rule(ct, *in_values, out=out, **kwargs)
+            cts = tuple(cts) if isinstance(cts, (tuple, list)) else (cts,)
+            if len(cts) != n_args:
+                raise GradientError(f"{name}: its braze.defvjp rule returned {len(cts)} cotangent(s) for "
+                                    f"{n_args} positional argument(s); return one per argument (None for none)")
+            return cts
+
+        host_rule.sparse = True  # unused results get None, not zeros
+        result = self._remember(name, {}, tuple(in_ids), tuple(in_values), out, host_rule)
+        if isinstance(out, tuple) and hasattr(out, "_fields") and type(result) is tuple:
+            result = type(out)(*result)  # (NumPy's named results: QRResult, ...)
         return result
 
     def _remember(self, op, params, in_ids, in_values, out, rule):
@@ -459,13 +522,17 @@ class GradientTape:
             out_cts = []
             for i, v in zip(rec.out_ids, rec.out_values):
                 ct = cts.get(i) if i is not None else None
-                out_cts.append(ct if ct is not None else (bnp.zeros_like(v) if rec.multi else None))
+                sparse = rec.multi and getattr(rec.rule, "sparse", False)
+                out_cts.append(ct if ct is not None else (bnp.zeros_like(v) if rec.multi and not sparse else None))
             if rec.rule is not None:
                 in_cts = rec.rule(tuple(out_cts) if rec.multi else out_cts[0])
             else:
                 fn = VJP[rec.op]
                 extra = {"wants": tuple(i is not None for i in rec.in_ids)} if PRIMITIVES[rec.op].wants else {}
-                in_cts = fn(out_cts[0], *rec.in_values, out=rec.out_values[0], **extra, **rec.params)
+                if rec.multi:  # (qr, eigh, svd: the cotangents and values of all results)
+                    in_cts = fn(tuple(out_cts), *rec.in_values, out=tuple(rec.out_values), **extra, **rec.params)
+                else:
+                    in_cts = fn(out_cts[0], *rec.in_values, out=rec.out_values[0], **extra, **rec.params)
             for ident, value, ct in zip(rec.in_ids, rec.in_values, in_cts):
                 if ident is None or ct is None:
                     continue
@@ -515,6 +582,51 @@ def _fit(ct, shape: tuple, dtype, op: str):
     if _dtype(ct) != np.dtype(dtype):
         ct = bnp.astype(ct, dtype)
     return ct
+
+
+# ---------------------------------------------------------------- rules for untraced calls
+
+# callable -> its VJP rule: NumPy functions braze runs as graph breaks (np.linalg.lstsq
+# below), and the user's (braze.defvjp).
+HOST_RULES: dict = {}
+
+
+def defvjp(fn: Callable, vjp: Callable, *, name: str | None = None) -> Callable:
+    """Give ``fn``, a function braze does not trace (a NumPy function it runs
+    as a graph break, a SciPy or LAPACK call, the user's own NumPy code), a
+    gradient rule. Returns ``fn`` wrapped so that it runs as one graph break
+    on traced arrays and is differentiated with ``vjp``; a NumPy function
+    that dispatches on arrays (``np.linalg.lstsq``) gets the rule wherever
+    it is called.
+
+    ``vjp(ct, *args, out=result, **kwargs)`` returns one cotangent per
+    positional argument of the call (None for an argument with none). ``ct``
+    has the structure of ``fn``'s result: a tuple for several results, with
+    None for a result nothing depended on. The rule is written with NumPy
+    calls, which braze traces (so gradients of gradients work).
+
+    >>> import numpy as np, braze
+    >>> def cube(x):
+    ...     return np.asarray(x) ** 3  # (np.asarray: braze could not trace it)
+    >>> cube = braze.defvjp(cube, lambda ct, x, *, out: (3 * x ** 2 * ct,))
+    >>> float(braze.grad(lambda x: cube(x).sum())(np.array(2.0)))
+    12.0
+    """
+    if not callable(fn) or not callable(vjp):
+        raise GradientError(f"braze.defvjp needs a function and a VJP rule (both callable), got "
+                            f"{type(fn).__name__} and {type(vjp).__name__}{where()}")
+    label = name or f"{getattr(fn, '__module__', None) or ''}.{getattr(fn, '__qualname__', repr(fn))}".lstrip(".")
+    HOST_RULES[fn] = vjp
+
+    def untraced(*args, **kwargs):
+        return call_untraced(fn, label, args, kwargs)
+
+    untraced.__name__ = getattr(fn, "__name__", "untraced")
+    untraced.__qualname__ = getattr(fn, "__qualname__", untraced.__name__)
+    untraced.__doc__ = getattr(fn, "__doc__", None)
+    untraced.__wrapped__ = fn
+    HOST_RULES[untraced] = vjp
+    return untraced
 
 
 # ---------------------------------------------------------------- functional API
@@ -758,4 +870,40 @@ def _kernel_pair(ctx, entry, comp, values, ids, params):
     return (out[0] if single else out), pair_rule, note
 
 
-__all__ = ["GradientTape", "Watched", "GradientError", "grad", "value_and_grad", "vjp", "stop_gradient"]
+__all__ = ["GradientTape", "Watched", "GradientError", "grad", "value_and_grad", "vjp", "stop_gradient", "defvjp"]
+
+
+def _lstsq_vjp(ct, a, b, *rcond, out, **kwargs):
+    """x = (A^T A)^-1 A^T b for a full-column-rank ``a`` (m >= n); the residuals
+    are the minimum of |b - A x|^2, whose derivative is the envelope's
+    (-2 r x^T, 2 r); the singular values are the SVD's."""
+    gx, gres, _, gs = ct
+    m, n = np.shape(a)
+    if m < n:
+        raise GradientError(f"numpy.linalg.lstsq: no gradient for an underdetermined {m}x{n} system (its "
+                            f"minimum-norm solution is not differentiated){where()}")
+    x = out[0]
+    vector = np.ndim(b) == 1
+    x2, b2 = (x[:, None], b[:, None]) if vector else (x, b)
+    ga = gb = None
+    if gx is not None or gres is not None:
+        r = b2 - np.matmul(a, x2)
+        ga, gb = 0.0, 0.0
+        if gx is not None:
+            z = np.linalg.solve(np.matmul(a.T, a), gx[:, None] if vector else gx)
+            az = np.matmul(a, z)
+            ga = np.matmul(r, z.T) - np.matmul(az, x2.T)
+            gb = az
+        if gres is not None and np.shape(out[1])[0] > 0:
+            rg = r * (2.0 * gres)
+            ga = ga - np.matmul(rg, x2.T)
+            gb = gb + rg
+        gb = gb[:, 0] if vector else gb
+    if gs is not None:
+        u, _, vh = np.linalg.svd(a, full_matrices=False)
+        gsv = np.matmul(u * gs, vh)
+        ga = gsv if ga is None else ga + gsv
+    return (ga, gb) + (None,) * len(rcond)
+
+
+HOST_RULES[np.linalg.lstsq] = _lstsq_vjp

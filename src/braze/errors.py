@@ -61,6 +61,10 @@ class GuardFailed(BrazeError):
     Raised to the user only when re-specializing is not possible."""
 
 
+class GradientError(BrazeError, TypeError):
+    """A gradient was asked of something that has none, or a tape was misused."""
+
+
 class ShapeError(BrazeError, ValueError):
     """Shapes that do not fit together (broadcasting, matmul, reshape, axes)."""
 

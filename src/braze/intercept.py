@@ -7,7 +7,9 @@ protocols:
 * **Constructors** ``np.empty``/``np.zeros``/``np.ones``/``np.full`` called
   with no array argument. Inside a *trace* they return a traced array (a
   broadcast constant), so ``out = np.zeros(...); out[1:] = f(x)`` becomes a
-  functional update.
+  functional update. Under a *tape* a float buffer is watched (as a
+  constant), so writing watched values into it is recorded: ``out[i] = w``
+  into a plain NumPy array would drop ``w``'s gradient.
 * **Converters** ``np.array``/``np.asarray``/``np.asanyarray``/
   ``np.ascontiguousarray`` and the index builders ``np.r_``/``np.c_``, given
   a traced or watched array, or a (nested) list of them. NumPy would call
@@ -39,6 +41,7 @@ Limits (documented in the README):
 from __future__ import annotations
 
 import contextlib
+import dis
 import functools
 import sys
 import threading
@@ -77,6 +80,23 @@ def _from_user_code(depth: int = 2) -> bool:
     return not sys._getframe(depth).f_globals.get("__name__", "").startswith(_LIBRARIES)
 
 
+def _named_on_callers_line(name: str, depth: int = 2) -> bool:
+    """Whether the user's line that led here names ``name`` (``np.zeros(...)``).
+    Compiled code (NumPy's Cython random generators) calls ``np.empty`` with no
+    Python frame of its own: the frame above is the user's ``rng.uniform(...)``
+    line, which must get NumPy's array."""
+    frame = sys._getframe(depth)
+    return name in _names_on_line(frame.f_code, frame.f_lineno)
+
+
+@functools.lru_cache(maxsize=4096)
+def _names_on_line(code, line: int) -> frozenset:
+    return frozenset(ins.argval for ins in dis.get_instructions(code)
+                     if ins.opname in ("LOAD_ATTR", "LOAD_METHOD", "LOAD_GLOBAL", "LOAD_NAME", "LOAD_DEREF")
+                     and ins.positions is not None and ins.positions.lineno is not None
+                     and ins.positions.lineno <= line <= (ins.positions.end_lineno or ins.positions.lineno))
+
+
 def _holds_braze_array(value) -> bool:
     """Whether ``value`` is, or a (nested) list/tuple holds, a traced or watched array."""
     from .surface import ArrayMethods
@@ -97,9 +117,15 @@ def _constructor(name: str):
 
     @functools.wraps(original)
     def wrapper(*args, **kwargs):
-        if not kwargs.get("like") and _context_kind() == "trace" and _from_user_code():
+        kind = _context_kind()
+        if kind is None or kwargs.get("like") or not _from_user_code() or not _named_on_callers_line(name):
+            return original(*args, **kwargs)
+        if kind == "trace":
             return traced(*args, **kwargs)
-        return original(*args, **kwargs)
+        tape = current_context()  # a buffer made under a tape: watched, so writes into it are recorded
+        value = traced(*args, **kwargs) if getattr(tape._parent, "intercepts", None) == "trace" else \
+            original(*args, **kwargs)
+        return tape.buffer(value) if value.dtype.kind in "fc" else value
 
     return wrapper
 
@@ -109,7 +135,8 @@ def _matrix_constructor(name: str):
 
     @functools.wraps(original)
     def wrapper(*args, **kwargs):
-        if not kwargs.get("like") and _context_kind() == "trace" and _from_user_code():
+        if (not kwargs.get("like") and _context_kind() == "trace" and _from_user_code()
+                and _named_on_callers_line(name)):
             return current_context().constant(original(*args, **kwargs))
         return original(*args, **kwargs)
 

@@ -1645,6 +1645,36 @@ def argsort(a, axis=-1, kind=None, order=None, *, stable=None):
     return bind("argsort", a, axis=axis, kind=kind)
 
 
+def _kth(func, kth, n):
+    kths = [kth] if isinstance(kth, (int, np.integer)) else list(np.asarray(kth).ravel())
+    out = []
+    for k in kths:
+        if not isinstance(k, (int, np.integer)) or isinstance(k, bool):
+            raise ShapeError(f"{func}: kth must be an integer or a sequence of integers, got {kth!r}{_where()}")
+        if not -n <= k < n:
+            raise ShapeError(f"{func}: kth(={k}) out of bounds ({n}){_where()}")
+        out.append(int(k) % n)
+    return tuple(out)
+
+
+def argpartition(a, kth, axis=-1, kind="introselect", order=None):
+    """``np.argpartition`` (NumPy's introselect), as an extern."""
+    _reject("argpartition", order=order)
+    if axis is None:
+        a, axis = ravel(a), 0
+    axis = normalize_axis("argpartition", axis, _ndim(a), _shape(a))
+    return bind("argpartition", a, kth=_kth("argpartition", kth, _shape(a)[axis]), axis=axis, kind=kind)
+
+
+def partition(a, kth, axis=-1, kind="introselect", order=None):
+    """``np.partition``, as an extern (differentiable)."""
+    _reject("partition", order=order)
+    if axis is None:
+        a, axis = ravel(a), 0
+    axis = normalize_axis("partition", axis, _ndim(a), _shape(a))
+    return bind("partition", a, kth=_kth("partition", kth, _shape(a)[axis]), axis=axis, kind=kind)
+
+
 def sort(a, axis=-1, kind=None, order=None, *, stable=None):
     """``np.sort``: a gather of ``argsort`` (differentiable; equal to NumPy's values)."""
     kind = _sort_kind("sort", kind, order, stable)
@@ -1656,10 +1686,15 @@ def sort(a, axis=-1, kind=None, order=None, *, stable=None):
 
 # ---------------------------------------------------------------- numpy.linalg
 # LAPACK calls are primitives (ops/linalg.py: inv, solve, det, slogdet,
-# cholesky, with VJP rules); norm is written as NumPy writes it. The rest of
-# numpy.linalg (qr, eigh, svd, lstsq, ...) runs as a graph break.
+# cholesky, qr, eigh, svd, with VJP rules); norm is written as NumPy writes
+# it. lstsq, whose residuals' length depends on the rank it finds, runs as a
+# graph break with a VJP rule (braze.defvjp, in autodiff.py). The rest of
+# numpy.linalg (eig, pinv, matrix_power, ...) runs as a graph break.
 
 _SlogdetResult = type(np.linalg.slogdet(np.eye(1)))
+_QRResult = type(np.linalg.qr(np.eye(1)))
+_EighResult = type(np.linalg.eigh(np.eye(1)))
+_SVDResult = type(np.linalg.svd(np.eye(1)))
 
 
 def _linalg_inv(a):
@@ -1682,6 +1717,37 @@ def _linalg_cholesky(a, /, *, upper=False):
     if upper:  # NumPy then reads the upper triangle of a: the lower one of its transpose
         return swapaxes(bind("cholesky", swapaxes(a, -1, -2)), -1, -2)
     return bind("cholesky", a)
+
+
+def _linalg_qr(a, mode="reduced"):
+    if mode not in ("reduced", "complete", "r"):
+        raise UnsupportedOpError(f"numpy.linalg.qr: mode={mode!r} is not traced{_where()}")
+    result = bind("qr", a, mode=mode)
+    return result if mode == "r" else _QRResult(*result)
+
+
+def _uplo(func, UPLO):
+    if UPLO not in ("L", "U", "l", "u"):
+        raise ShapeError(f"{func}: UPLO argument must be 'L' or 'U', got {UPLO!r}{_where()}")
+    return UPLO.upper()
+
+
+def _linalg_eigh(a, UPLO="L"):
+    return _EighResult(*bind("eigh", a, UPLO=_uplo("eigh", UPLO), vectors=True))
+
+
+def _linalg_eigvalsh(a, UPLO="L"):
+    return bind("eigh", a, UPLO=_uplo("eigvalsh", UPLO), vectors=False)
+
+
+def _linalg_svd(a, full_matrices=True, compute_uv=True, hermitian=False):
+    result = bind("svd", a, full_matrices=bool(full_matrices), compute_uv=bool(compute_uv),
+                  hermitian=bool(hermitian))
+    return _SVDResult(*result) if compute_uv else result
+
+
+def _linalg_svdvals(x, /):
+    return bind("svd", x, full_matrices=False, compute_uv=False, hermitian=False)
 
 
 def _linalg_norm(x, ord=None, axis=None, keepdims=False):
@@ -1729,9 +1795,12 @@ def _linalg_norm(x, ord=None, axis=None, keepdims=False):
         ret = sums.max(axis=row) if ord == np.inf else sums.min(axis=row)
     elif ord in (None, "fro", "f"):
         ret = np.sqrt(np.add.reduce(x * x, axis=axis))
+    elif ord in (2, -2, "nuc"):  # as NumPy's _multi_svd_norm
+        sv = bind("svd", np.moveaxis(x, (row, col), (-2, -1)), full_matrices=False, compute_uv=False,
+                  hermitian=False)
+        ret = sv.max(axis=-1) if ord == 2 else (sv.min(axis=-1) if ord == -2 else np.add.reduce(sv, axis=-1))
     else:
-        raise UnsupportedOpError(f"numpy.linalg.norm: ord={ord!r} of a matrix needs an SVD, which braze does not "
-                                 f"trace{_where()}")
+        raise ShapeError(f"norm: invalid norm order {ord!r} for matrices{_where()}")
     if keepdims:
         shape = list(_shape(x))
         shape[axis[0]] = shape[axis[1]] = 1
@@ -1753,7 +1822,8 @@ for _np_name in ("amax", "amin", "round", "around", "abs", "true_divide", "permu
     if hasattr(np, _np_name):
         ARRAY_FUNCTIONS[getattr(np, _np_name)] = globals()[_np_name]
 
-for _np_name in ("inv", "solve", "det", "slogdet", "cholesky", "norm"):
-    ARRAY_FUNCTIONS[getattr(np.linalg, _np_name)] = globals()[f"_linalg_{_np_name}"]
+for _np_name in ("inv", "solve", "det", "slogdet", "cholesky", "norm", "qr", "eigh", "eigvalsh", "svd", "svdvals"):
+    if hasattr(np.linalg, _np_name):
+        ARRAY_FUNCTIONS[getattr(np.linalg, _np_name)] = globals()[f"_linalg_{_np_name}"]
 
 del _np_name, math

@@ -12,9 +12,9 @@ import operator
 
 import numpy as np
 
-from . import indexing, ufuncs
+from . import indexing, pytree, ufuncs
 from . import numpy as bnp
-from .core import bind
+from .core import bind, context_stack
 from .errors import DTypeError, ShapeError, UnsupportedOpError, where
 from .ops._util import broadcast_shape
 
@@ -24,6 +24,22 @@ def _unsupported_function(name: str) -> UnsupportedOpError:
         "NumPy functions (elementwise ufuncs, reductions, reshapes, indexing, matmul/einsum), "
         "or define it as a braze.composite and register a kernel for it"
     )
+
+
+def call_untraced(fn, name: str, args: tuple, kwargs: dict, why: str = "braze runs it untraced",
+                  refused: BaseException | None = None):
+    """``fn(*args, **kwargs)`` in the innermost context its arguments belong to:
+    recorded on a tape (with its ``braze.defvjp`` rule), as a graph break in a
+    trace, or simply run."""
+    owners = [leaf for leaf in pytree.flatten((tuple(args), dict(kwargs)))[0] if isinstance(leaf, ArrayMethods)]
+    if not owners:
+        return fn(*args, **kwargs)
+    depth = {id(c): i for i, c in enumerate(context_stack())}
+    inner = max(owners, key=lambda v: depth.get(id(v._owner()), -1))
+    if refused is None:
+        refused = UnsupportedOpError(f"{name} is not traced: braze runs it as a graph break, which this trace "
+                                     f"does not allow (braze.trace, or compile with fullgraph=True){where()}")
+    return inner._untraced(fn, name, args, kwargs, why, refused)
 
 
 def _raw(name: str):
@@ -74,12 +90,11 @@ class ArrayMethods:
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         try:
             return ufuncs.dispatch(ufunc, method, inputs, kwargs)
-        except UnsupportedOpError:
-            if not self._can_break():
-                raise
+        except UnsupportedOpError as exc:
+            refused = exc
         fn = ufunc if method == "__call__" else getattr(ufunc, method)
         name = f"numpy.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
-        return self._ctx.host_call(fn, name, inputs, kwargs, "braze has no rule for this ufunc call")
+        return self._untraced(fn, name, inputs, kwargs, "braze has no rule for this ufunc call", refused)
 
     def __array_function__(self, func, types, args, kwargs):
         impl = bnp.ARRAY_FUNCTIONS.get(func)
@@ -88,20 +103,34 @@ class ArrayMethods:
             public = ".".join(p for p in module.split(".") if not p.startswith("_"))
             name = getattr(func, "__name__", str(func))
             name = f"{public}.{name}"[len("numpy."):] if public.startswith("numpy") else name
-            if self._can_break():
-                return self._ctx.host_call(func, f"numpy.{name}", args, kwargs, "braze has no rule for it")
-            raise _unsupported_function(name)
+            return self._untraced(func, f"numpy.{name}", args, kwargs, "braze has no rule for it",
+                                  _unsupported_function(name))
         try:
             return impl(*args, **kwargs)
-        except UnsupportedOpError:
-            if not self._can_break():
-                raise
+        except UnsupportedOpError as exc:
+            refused = exc
         name = getattr(func, "__name__", str(func))
-        return self._ctx.host_call(func, f"numpy.{name}", args, kwargs, "braze's rule does not cover these arguments")
+        return self._untraced(func, f"numpy.{name}", args, kwargs, "braze's rule does not cover these arguments",
+                              refused)
+
+    def _untraced(self, fn, name: str, args, kwargs, why: str, refused: BaseException):
+        """``fn(*args, **kwargs)``, which braze does not trace: a graph break where
+        one may happen, else ``refused`` (what braze's rule said, if it had one).
+        A watched argument's tape comes first: it records the call with its rule."""
+        leaves = pytree.flatten((tuple(args), dict(kwargs)))[0]
+        if any(leaf._owner() is not self._owner() for leaf in leaves if isinstance(leaf, ArrayMethods)):
+            return call_untraced(fn, name, args, kwargs, why, refused)
+        if self._can_break():
+            return self._ctx.host_call(fn, name, args, kwargs, why)
+        raise refused
 
     def _can_break(self) -> bool:
         """Whether a step braze cannot trace may run here as a graph break."""
         return False
+
+    def _owner(self):
+        """The context (trace or tape) this array belongs to."""
+        raise NotImplementedError
 
     def _concretize(self, convert, what: str):
         raise self._concrete_error(what)
@@ -362,6 +391,9 @@ class ArrayMethods:
     def __copy__(self):
         return bnp.copy(self, order="K")
 
+    def __deepcopy__(self, memo):  # (an array's deep copy is its copy; never a copy of the trace or tape)
+        return bnp.copy(self, order="K")
+
     def __contains__(self, value):
         return bool(bnp.any(bnp.equal(self, value)))  # (traced: a ConcretizationError, as for any bool)
 
@@ -400,6 +432,10 @@ class ArrayMethods:
     def argsort(self, axis=-1, kind=None, order=None, *, stable=None):
         return bnp.argsort(self, axis=axis, kind=kind, order=order, stable=stable)
 
+    def partition(self, kth, axis=-1, kind="introselect", order=None):
+        """In place, as ``ndarray.partition``."""
+        self._assign(bnp.partition(self, kth, axis=axis, kind=kind, order=order), "partition")
+
 
 def _conj_into(x, out):
     return bnp.conjugate(x) if out is None else ufuncs.call(np.conjugate, (x,), {"out": out})
@@ -407,5 +443,5 @@ def _conj_into(x, out):
 
 # ndarray methods that are the NumPy function of the same name with the array first
 _FUNCTION_METHODS = frozenset(
-    "argpartition argsort choose compress diagonal nonzero partition repeat searchsorted trace".split())
+    "argpartition argsort choose compress diagonal nonzero repeat searchsorted trace".split())
 _NDARRAY_ATTRIBUTES = frozenset(n for n in dir(np.ndarray) if not n.startswith("__"))

@@ -152,6 +152,9 @@ class Tracer(ArrayMethods):
     def _can_break(self) -> bool:
         return self._ctx.can_break()
 
+    def _owner(self):
+        return self._ctx
+
     def _concretize(self, convert: Callable, what: str):
         """A Python value of this traced value (a graph break: the trace is
         specialized on it, and a guard checks it at each call), or, where the

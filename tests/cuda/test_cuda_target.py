@@ -36,6 +36,8 @@ CASES = {
                                            np.linalg.norm(a, axis=1), np.roll(np.flip(a, 0), 1), np.diff(a),
                                            np.pad(a, 1, mode="reflect")),
                                 [_f64(3, 3) + 3 * np.eye(3)]),
+    "decompositions": (lambda a: (*np.linalg.qr(a), np.linalg.eigh(a @ a.T)[0], np.linalg.svd(a, compute_uv=False),
+                                  np.partition(a, 1, axis=None)), [_f64(4, 3)]),
     "heaviside": (lambda x, h: (np.heaviside(x, h), np.heaviside(x.astype(np.float32), np.float32(0.5))),
                   [_special(), _f64(3, 9)]),
     "logs of negatives": (lambda x: (np.log2(x), np.log10(x), np.logaddexp(x, x * 2)),

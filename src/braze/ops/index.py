@@ -293,3 +293,35 @@ def _argsort_impl(x, *, axis, kind):
 
 
 declare("argsort", "index", abstract=_argsort_abstract, impl=_argsort_impl, vjp=NONDIFFERENTIABLE)
+
+
+def _argpartition_abstract(x: Aval, *, kth, axis, kind):
+    if x.ndim == 0:
+        raise ShapeError(f"argpartition: a 0-d array has no axis to partition along{where()}")
+    return Aval(x.shape, np.dtype(np.intp))
+
+
+def _argpartition_impl(x, *, kth, axis, kind):
+    # (NumPy's introselect; a gather of its result equals np.partition, ties and NaNs included)
+    return np.argpartition(x, list(kth), axis=axis, kind=kind)
+
+
+def _partition_abstract(x: Aval, *, kth, axis, kind):
+    if x.ndim == 0:
+        raise ShapeError(f"partition: a 0-d array has no axis to partition along{where()}")
+    return x
+
+
+def _partition_vjp(ct, x, *, out, kth, axis, kind):
+    """Each result is some element of ``x`` with its value: pair them by stable
+    rank (equal values, NaNs too, pair in order: at a tie any pairing is a
+    subgradient), and send each cotangent back to its element."""
+    from_x, from_out = np.argsort(x, axis=axis, kind="stable"), np.argsort(out, axis=axis, kind="stable")
+    where_out = np.take_along_axis(from_out, np.argsort(from_x, axis=axis, kind="stable"), axis)
+    return (np.take_along_axis(ct, where_out, axis),)
+
+
+declare("argpartition", "index", abstract=_argpartition_abstract, impl=_argpartition_impl, vjp=NONDIFFERENTIABLE)
+# (np.partition itself: a gather of argpartition differs from it where NaNs are)
+declare("partition", "index", abstract=_partition_abstract, vjp=_partition_vjp,
+        impl=lambda x, *, kth, axis, kind: np.partition(x, list(kth), axis=axis, kind=kind))

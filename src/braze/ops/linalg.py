@@ -11,7 +11,7 @@ import numpy as np
 
 from ..aval import Aval
 from ..core import bind, declare
-from ..errors import ShapeError, UnsupportedOpError, where
+from ..errors import GradientError, ShapeError, UnsupportedOpError, where
 from ._util import dtype_error
 from .reduce import reduce_sum
 from .shape import broadcast_to, dtype_of, reshape, shape_of, transpose
@@ -267,3 +267,161 @@ declare("solve", "linalg", abstract=_solve_abstract, impl=np.linalg.solve, vjp=_
 declare("det", "linalg", abstract=_det_abstract, impl=np.linalg.det, vjp=_det_vjp)
 declare("slogdet", "linalg", abstract=_slogdet_abstract, impl=_slogdet_impl, vjp=_slogdet_vjp)
 declare("cholesky", "linalg", abstract=_cholesky_abstract, impl=np.linalg.cholesky, vjp=_cholesky_vjp)
+
+
+# ---------------------------------------------------------------- LAPACK: qr, eigh, svd
+# Decompositions with several results (read through ``pick`` nodes). Their VJP
+# rules receive the cotangents and values of all results as tuples. The rules
+# are written with NumPy calls, which braze traces when the values are traced.
+
+
+def _batch_matrix(func, a: Aval):
+    if a.ndim < 2:
+        raise ShapeError(f"{func}: {a.ndim}-dimensional array given; the array must be at least "
+                         f"two-dimensional{where()}")
+    if np.dtype(a.dtype).kind not in "biuf":
+        raise dtype_error(func, (a,), TypeError(f"{func} of {a.dtype}"))
+    return a.shape[:-2], a.shape[-2], a.shape[-1], _inexact(a.dtype)
+
+
+def _qr_abstract(a: Aval, *, mode):
+    batch, m, n, dtype = _batch_matrix("qr", a)
+    k = min(m, n)
+    r = Aval(batch + ((m if mode == "complete" else k), n), dtype)
+    if mode == "r":
+        return r
+    return Aval(batch + (m, m if mode == "complete" else k), dtype), r
+
+
+def _qr_impl(a, *, mode):
+    result = np.linalg.qr(a, mode=mode)
+    return result if mode == "r" else (result.Q, result.R)
+
+
+def _mT(x):
+    return np.swapaxes(x, -1, -2)
+
+
+def _qr_vjp(ct, a, *, out, mode):
+    """The QR rule of Walter & Lehmann (2018), as JAX and PyTorch use it; a wide
+    ``a`` = [X | Y] differentiates X = Q U as a square QR and Y = Q V linearly."""
+    m, n = shape_of(a)[-2:]
+    if mode == "complete" and m > n:
+        raise GradientError(f"qr: no gradient for mode='complete' of a tall {m}x{n} matrix (Q's last "
+                            f"{m - n} columns are not unique){where()}; use mode='reduced'")
+    if mode == "r":
+        q, r = bind("qr", a, mode="reduced")
+        gq, gr = np.zeros_like(q), ct
+    else:
+        (q, r), (gq, gr) = out, ct
+    if m >= n:
+        return (_qr_tall_vjp(q, r, gq, gr),)
+    y, u, v, gu, gv = a[..., :, m:], r[..., :, :m], r[..., :, m:], gr[..., :, :m], gr[..., :, m:]
+    gx = _qr_tall_vjp(q, u, gq + np.matmul(y, _mT(gv)), gu)
+    return (np.concatenate([gx, np.matmul(q, gv)], axis=-1),)
+
+
+def _qr_tall_vjp(q, r, gq, gr):
+    k = shape_of(r)[-2]
+    lower = np.tril(np.ones((k, k), bool), -1)
+    mm = np.matmul(r, _mT(gr)) - np.matmul(_mT(gq), q)
+    strict = np.where(lower, mm, 0.0)
+    sym = strict + _mT(strict) + np.where(np.eye(k, dtype=bool), mm, 0.0)  # copy the lower triangle up
+    b = gq + np.matmul(q, sym)
+    return _mT(solve(r, _mT(b)))  # b R^-T (R is square and upper triangular here)
+
+
+def _eigh_abstract(a: Aval, *, UPLO, vectors):
+    _square("eigh" if vectors else "eigvalsh", a)
+    dtype = _inexact(a.dtype)
+    w = Aval(a.shape[:-1], dtype)
+    return (w, Aval(a.shape, dtype)) if vectors else w
+
+
+def _eigh_impl(a, *, UPLO, vectors):
+    return tuple(np.linalg.eigh(a, UPLO)) if vectors else np.linalg.eigvalsh(a, UPLO)
+
+
+def _off_diagonal_inverse(d, eye):
+    """1 / d off the diagonal, 0 on it (d is a difference of eigen- or singular values)."""
+    return np.where(eye, 0.0, 1.0 / np.where(eye, 1.0, d))
+
+
+def _eigh_vjp(ct, a, *, out, UPLO, vectors):
+    """G = V (diag(gw) + F o (V^T gV)) V^T, F_ij = 1 / (w_j - w_i); NumPy reads
+    one triangle of ``a``, so G is folded onto it (an entry off the diagonal
+    stands for two)."""
+    if vectors:
+        (w, v), (gw, gv) = out, ct
+    else:
+        (w, v), gw, gv = bind("eigh", a, UPLO=UPLO, vectors=True), ct, None
+    n = shape_of(a)[-1]
+    eye = np.eye(n, dtype=bool)
+    inner = np.where(eye, gw[..., None, :], 0.0)
+    if gv is not None:
+        f = _off_diagonal_inverse(w[..., None, :] - w[..., :, None], eye)
+        inner = inner + f * np.matmul(_mT(v), gv)
+    return (_fold_triangle(np.matmul(np.matmul(v, inner), _mT(v)), UPLO == "L"),)
+
+
+def _fold_triangle(g, lower: bool):
+    n = shape_of(g)[-1]
+    strict = np.tril(np.ones((n, n), bool), -1) if lower else np.triu(np.ones((n, n), bool), 1)
+    eye = np.eye(n, dtype=bool)
+    return np.where(eye, g, np.where(strict, g + _mT(g), 0.0))
+
+
+def _svd_abstract(a: Aval, *, full_matrices, compute_uv, hermitian):
+    batch, m, n, dtype = _batch_matrix("svd", a)
+    if hermitian:
+        _square("svd", a)
+    k = min(m, n)
+    s = Aval(batch + (k,), dtype)
+    if not compute_uv:
+        return s
+    u = Aval(batch + (m, m if full_matrices else k), dtype)
+    vh = Aval(batch + (n if full_matrices else k, n), dtype)
+    return u, s, vh
+
+
+def _svd_impl(a, *, full_matrices, compute_uv, hermitian):
+    result = np.linalg.svd(a, full_matrices=full_matrices, compute_uv=compute_uv, hermitian=hermitian)
+    return tuple(result) if compute_uv else result
+
+
+def _svd_vjp(ct, a, *, out, full_matrices, compute_uv, hermitian):
+    """Townsend (2016): U [F o (U^T gU - gU^T U) S + diag(gs) + S F o (V^T gV - gV^T V)] V^T
+    + (I - U U^T) gU S^-1 V^T + U S^-1 gV^T (I - V V^T), F_ij = 1 / (s_j^2 - s_i^2)."""
+    m, n = shape_of(a)[-2:]
+    k = min(m, n)
+    if not compute_uv:
+        (u, s, vh), gs, gu, gvh = bind("svd", a, full_matrices=False, compute_uv=True, hermitian=hermitian), ct, \
+            None, None
+    else:
+        if full_matrices and m != n:
+            raise GradientError(f"svd: no gradient with full_matrices=True of a non-square {m}x{n} matrix (the "
+                                f"extra singular vectors are not unique){where()}; use full_matrices=False")
+        (u, s, vh), (gu, gs, gvh) = out, ct
+    eye = np.eye(k, dtype=bool)
+    inner = np.where(eye, gs[..., None, :], 0.0)
+    s2 = s * s
+    f = _off_diagonal_inverse(s2[..., None, :] - s2[..., :, None], eye)
+    v = _mT(vh)
+    g = 0.0
+    if gu is not None:
+        ugu = np.matmul(_mT(u), gu)
+        inner = inner + f * (ugu - _mT(ugu)) * s[..., None, :]
+        if m > k:
+            g = np.matmul((gu - np.matmul(u, ugu)) / s[..., None, :], vh)
+    if gvh is not None:
+        gv = _mT(gvh)
+        vgv = np.matmul(vh, gv)
+        inner = inner + s[..., :, None] * (f * (vgv - _mT(vgv)))
+        if n > k:
+            g = g + np.matmul(u, (gvh - np.matmul(np.matmul(gvh, v), vh)) / s[..., :, None])
+    return (np.matmul(np.matmul(u, inner), vh) + g,)
+
+
+declare("qr", "linalg", abstract=_qr_abstract, impl=_qr_impl, vjp=_qr_vjp)
+declare("eigh", "linalg", abstract=_eigh_abstract, impl=_eigh_impl, vjp=_eigh_vjp)
+declare("svd", "linalg", abstract=_svd_abstract, impl=_svd_impl, vjp=_svd_vjp)

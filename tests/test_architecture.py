@@ -126,7 +126,7 @@ LAYERS = [
     ("graph to graph", ["braze.passes", "braze.select", "braze.autodiff", "braze.fusion"]),
     ("calling convention and pipeline", ["braze.calling", "braze.pipeline"]),
     ("targets", ["braze.targets", "braze.targets.*"]),
-    ("compiled functions", ["braze.paired", "braze.api"]),
+    ("compiled functions", ["braze.paired", "braze.distributed", "braze.api"]),
     ("tools", ["braze.verify", "braze.testing", "braze.kernels", "braze.kernels.*", "braze",
                "braze.cli", "braze.__main__", "braze.bench", "braze.workloads"]),
 ]

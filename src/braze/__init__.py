@@ -19,6 +19,7 @@ if not _os.environ.get("BRAZE_KEEP_OMP_DEFAULT"):
 
 from . import ops as _ops  # noqa: F401  (declares every primitive)
 from . import numpy  # noqa: F401
+from . import distributed  # noqa: F401
 from .autodiff import GradientError, GradientTape, defvjp, grad, stop_gradient, value_and_grad, vjp
 from .api import CacheInfo, Compiled, Lowered, cache_info, clear_cache, compile, trace  # noqa: A004
 from .composite import Composite, composite
@@ -60,6 +61,9 @@ def explain(fn, *args, **kwargs) -> str:
     True
     """
     compiled = fn if isinstance(fn, Compiled) else compile(fn)
+    if distributed.has_dask_arrays(args, kwargs):  # the partitioning onto chunks (nothing is computed)
+        compiled(*args, **kwargs)
+        return distributed.last_plan(compiled.__name__).describe()
     return str(compiled.lower(*args, **kwargs))
 
 __all__ = [

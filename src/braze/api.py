@@ -12,7 +12,7 @@ import weakref
 
 import numpy as np
 
-from . import calling, paired, pipeline, pytree, registry
+from . import calling, distributed, paired, pipeline, pytree, registry
 from .core import EagerContext, current_context
 from .errors import BrazeError, DTypeError, GuardFailed, ShapeError, where
 from .graph import Graph
@@ -64,6 +64,8 @@ class Compiled:
                 return fast[0](list(args))
         if not isinstance(current_context(), EagerContext):
             return self.fn(*args, **kwargs)  # inside another trace or under a gradient tape: inline
+        if distributed.has_dask_arrays(args, kwargs):  # Dask arrays in, Dask arrays out (braze.distributed)
+            return distributed.call(self, args, kwargs)
         call = self.signature.split(args, kwargs)
         if call.key in self._eager_keys:
             return self.fn(*args, **kwargs)

@@ -1,0 +1,562 @@
+"""Compiled functions over Dask arrays (``pip install -e ".[dask]"``).
+
+A compiled function called with ``dask.array.Array`` arguments returns Dask
+arrays whose blocks braze's compiled kernels compute, lazily. braze does not
+schedule, partition or move data itself: it decides from the graph how the
+program maps onto chunks and hands Dask ``blockwise`` and ``reduction`` calls.
+
+The plan, from the program traced on the whole arrays:
+
+* Every axis of every array argument gets a symbol; elementwise broadcasting
+  joins the symbols of aligned axes (Dask then aligns their chunks).
+* An axis a step needs whole (reduced, scanned, contracted by a matmul,
+  sliced, reshaped, gathered, or met by a constant's axis) is rechunked to one
+  chunk; ``explain`` says which and why. The others stay chunked: each block
+  is the program on the blocks of its arguments (``blockwise``).
+* A result that is a sum/prod/max/min/any/all over chunked axes is the same
+  reduction of the blocks' results: each block reduces its part (a braze
+  kernel), and Dask's tree reduction combines the parts with braze kernels.
+* The program traced on each distinct block shape must equal the program on
+  the whole arrays up to those extents (same ops, same constants). A constant
+  made from a chunked extent (``x.sum() / len(x)``) would differ per block:
+  then those axes are made whole too, never a wrong answer.
+
+Workers compile the block programs themselves, from braze's persistent
+cache (``BRAZE_CACHE_DIR``: give all workers of a node the same directory).
+"""
+from __future__ import annotations
+
+import itertools
+import string
+import threading
+import uuid
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import pytree
+from .errors import BrazeError, where
+from .graph import Graph, toposort
+
+# ops whose result axes follow their (broadcast) operands axis for axis
+_ELEMENTWISE_KINDS = ("elementwise",)
+_FINAL_REDUCTIONS = {"reduce_sum": np.sum, "reduce_prod": np.prod, "reduce_max": np.max, "reduce_min": np.min,
+                     "reduce_any": np.any, "reduce_all": np.all}
+
+
+def is_dask_array(x) -> bool:
+    return type(x).__module__.startswith("dask.array") and hasattr(x, "chunks") and hasattr(x, "dask")
+
+
+def has_dask_arrays(args, kwargs) -> bool:
+    return any(is_dask_array(leaf) for leaf in pytree.flatten((tuple(args), dict(kwargs)))[0])
+
+
+class DaskPlanError(BrazeError):
+    """A call with Dask arrays that braze cannot map onto chunks."""
+
+
+# ---------------------------------------------------------------- the recipe a worker runs
+
+_compiled: dict = {}
+_compiled_lock = threading.Lock()
+
+
+class _Program:
+    """``fn`` with its array arguments filled in from blocks: picklable (Dask
+    ships it to the workers), compiled once per process (``token``)."""
+
+    def __init__(self, factory, fn, target, template, kwargs):
+        self.factory, self.fn, self.target = factory, fn, target  # (factory: braze.Compiled)
+        self.template, self.kwargs = template, kwargs
+        self.token = uuid.uuid4().hex
+
+    def call(self, *arrays):
+        it = iter(arrays)
+        args = [next(it) if a is _ARRAY else a for a in self.template]
+        return self.fn(*args, **self.kwargs)
+
+    def compiled(self, target=None):
+        key = (self.token, target or self.target)
+        with _compiled_lock:
+            c = _compiled.get(key)
+            if c is None:
+                c = _compiled[key] = self.factory(self.call, target or self.target)
+            return c
+
+    def __getstate__(self):
+        return {k: getattr(self, k) for k in ("factory", "fn", "target", "template", "kwargs", "token")}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+
+
+class _ArrayMarker:
+    def __repr__(self):
+        return "<array>"
+
+    def __reduce__(self):
+        return (_array_marker, ())
+
+
+def _array_marker():
+    return _ARRAY
+
+
+_ARRAY = _ArrayMarker()
+
+
+# ---------------------------------------------------------------- axis symbols
+
+
+class _Symbols:
+    """Union-find over axis symbols, with the set of symbols needed whole and why."""
+
+    def __init__(self):
+        self.parent: dict[int, int] = {}
+        self.whole: dict[int, str] = {}
+        self._next = itertools.count()
+
+    def new(self) -> int:
+        s = next(self._next)
+        self.parent[s] = s
+        return s
+
+    def find(self, s: int) -> int:
+        root = s
+        while self.parent[root] != root:
+            root = self.parent[root]
+        while self.parent[s] != root:
+            self.parent[s], s = root, self.parent[s]
+        return root
+
+    def join(self, a, b):
+        if a is None:
+            return b
+        if b is None:
+            return a
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[rb] = ra
+            why = self.whole.pop(rb, None)
+            if why is not None:
+                self.whole.setdefault(ra, why)
+        return ra
+
+    def need_whole(self, s, why: str) -> None:
+        if s is not None:
+            self.whole.setdefault(self.find(s), why)
+
+    def is_whole(self, s) -> bool:
+        return s is not None and self.find(s) in self.whole
+
+
+def _analyze(graph: Graph):
+    """Axis symbols of the inputs and outputs, the symbols needed whole, and the
+    outputs that are final reductions (``{output index: (op, reduced symbols)}``)."""
+    sy = _Symbols()
+    syms: dict[int, list] = {}
+    consumers: dict[int, int] = {}
+    nodes = toposort(graph.outputs)
+    for n in nodes:
+        for i in n.inputs:
+            consumers[id(i)] = consumers.get(id(i), 0) + 1
+    output_ids = {id(o): k for k, o in enumerate(graph.outputs)}
+    finals: dict[int, tuple] = {}
+    for n in nodes:
+        aval = n.aval
+        if n.op == "input":
+            syms[id(n)] = [None if d == 1 else sy.new() for d in aval.shape]
+            continue
+        ins = [syms.get(id(i), []) for i in n.inputs]
+        if isinstance(aval, tuple):  # several results: whole
+            for s in ins:
+                for x in s:
+                    sy.need_whole(x, f"{n.op} (several results)")
+            syms[id(n)] = None
+            continue
+        nd = aval.ndim
+        if n.op in ("const", "capture"):
+            # a constant's axes are never chunked: an input axis meeting one is needed whole
+            syms[id(n)] = [("const", n.op) if d != 1 else None for d in aval.shape]
+            continue
+        if n.op == "pick":
+            syms[id(n)] = [None] * nd
+            continue
+        kind = _kind(n.op)
+        if kind in _ELEMENTWISE_KINDS or n.op == "broadcast_to":
+            out = [None] * nd
+            for s, i in zip(ins, n.inputs):
+                off = nd - len(s)
+                for k, x in enumerate(s):
+                    if i.aval.shape[k] == 1 and aval.shape[off + k] != 1:
+                        continue  # broadcast from 1
+                    out[off + k] = _meet(sy, out[off + k], x, n.op)
+            if n.op == "broadcast_to":
+                for k in range(nd - len(ins[0])):
+                    if aval.shape[k] != 1:
+                        out[k] = ("new", n.op)
+            syms[id(n)] = out
+            continue
+        if n.op in _FINAL_REDUCTIONS or n.op in ("argmax", "argmin", "cumsum", "cumprod"):
+            axes = tuple(n.kw.get("axes", ())) or ((n.kw["axis"],) if "axis" in n.kw else tuple(range(len(ins[0]))))
+            reduced = [ins[0][a] for a in axes]
+            final = (n.op in _FINAL_REDUCTIONS and id(n) in output_ids and consumers.get(id(n), 0) == 0
+                     and all(isinstance(x, int) or x is None for x in reduced))
+            if final:
+                finals[output_ids[id(n)]] = (n.op, [x for x in reduced if x is not None], axes,
+                                             bool(n.kw.get("keepdims", False)))
+            else:
+                for x in reduced:
+                    _whole(sy, x, f"{n.op} along the axis")
+            if n.op in ("cumsum", "cumprod"):
+                syms[id(n)] = list(ins[0])
+            elif n.kw.get("keepdims", False):
+                syms[id(n)] = [None if k in axes else x for k, x in enumerate(ins[0])]
+            else:
+                syms[id(n)] = [x for k, x in enumerate(ins[0]) if k not in axes]
+            continue
+        if n.op == "transpose":
+            syms[id(n)] = [ins[0][p] for p in n.kw["perm"]]
+            continue
+        if n.op == "convert":
+            syms[id(n)] = list(ins[0])
+            continue
+        if n.op == "slice":
+            out = []
+            for k, ((start, stop, step), x) in enumerate(zip(n.kw["slices"], ins[0])):
+                full = (start in (0, None) and step in (1, None) and (stop is None or stop >= n.inputs[0].aval.shape[k]))
+                if not full:
+                    _whole(sy, x, "a slice of the axis")
+                out.append(x if full else ("new", "slice"))
+            syms[id(n)] = out
+            continue
+        if n.op == "reshape" and _squeeze_only(n.inputs[0].aval.shape, aval.shape):
+            it = iter(x for x, d in zip(ins[0], n.inputs[0].aval.shape) if d != 1)
+            syms[id(n)] = [next(it) if d != 1 else None for d in aval.shape]
+            continue
+        if n.op == "matmul":
+            a, b = ins
+            ash, bsh = n.inputs[0].aval.shape, n.inputs[1].aval.shape
+            if ash and bsh:
+                _whole(sy, a[-1], "contracted by matmul")
+                if len(bsh) >= 2:
+                    _whole(sy, b[-2], "contracted by matmul")
+                else:
+                    _whole(sy, b[-1], "contracted by matmul")
+            for x in a + b:  # (batch and free axes of a matmul: kept whole too, BLAS runs on the whole block)
+                _whole(sy, x, "an operand axis of matmul")
+            syms[id(n)] = [("new", "matmul")] * nd
+            continue
+        # anything else (gathers, scatters, concatenation, linear algebra, graph breaks, composites): whole
+        for s in ins:
+            for x in s or ():
+                _whole(sy, x, f"{n.op}")
+        syms[id(n)] = [("new", n.op) if d != 1 else None for d in aval.shape]
+    in_syms = [syms[id(i)] for i in graph.inputs]
+    out_syms = [syms.get(id(o)) for o in graph.outputs]
+    return sy, in_syms, out_syms, finals, syms
+
+
+def _kind(op):
+    from .core import PRIMITIVES
+
+    p = PRIMITIVES.get(op)
+    return p.kind if p is not None else None
+
+
+def _whole(sy, x, why):
+    if isinstance(x, int):
+        sy.need_whole(x, why)
+
+
+def _meet(sy, a, b, op):
+    """Two aligned axes: joined symbols; an input axis meeting a constant's is needed whole."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    if isinstance(a, int) and isinstance(b, int):
+        return sy.join(a, b)
+    for x in (a, b):
+        _whole(sy, x, f"meets a constant's axis in {op}")
+    return a if not isinstance(a, int) else b
+
+
+def _squeeze_only(src, dst) -> bool:
+    return [d for d in src if d != 1] == [d for d in dst if d != 1]
+
+
+# ---------------------------------------------------------------- the plan
+
+
+@dataclass
+class Plan:
+    """How one call maps onto Dask: which axes were made whole and why, and
+    which results are tree reductions."""
+
+    whole: dict = field(default_factory=dict)   # "argument k axis a" -> why
+    reductions: list = field(default_factory=list)
+    verified_shapes: int = 0
+    single_block: str | None = None
+
+    def describe(self) -> str:
+        lines = ["# dask plan"]
+        if self.single_block:
+            lines.append(f"one block: {self.single_block}")
+        for where_, why in self.whole.items():
+            lines.append(f"{where_}: rechunked to one chunk ({why})")
+        for text in self.reductions:
+            lines.append(text)
+        lines.append(f"block programs checked against the whole program: {self.verified_shapes} block shape(s)")
+        return "\n".join(lines)
+
+
+_last_plans: dict = {}
+
+
+def call(compiled, args, kwargs):
+    """``compiled(*args, **kwargs)`` with Dask arrays among ``args``: Dask arrays out."""
+    import dask.array as da
+
+    sig = compiled.signature
+    statics = set(sig.static_argnames)
+    for name, value in kwargs.items():
+        if name not in statics and (is_dask_array(value) or isinstance(value, np.ndarray)):
+            raise DaskPlanError(f"{compiled.__name__}: pass arrays positionally when calling with Dask arrays "
+                                f"(keyword {name!r}){where()}")
+    template, arrays = [], []
+    for k, a in enumerate(args):
+        if k in sig.static_argnums:
+            template.append(a)
+        elif is_dask_array(a) or (isinstance(a, np.ndarray) and a.ndim > 0):
+            template.append(_ARRAY)
+            arrays.append(a if is_dask_array(a) else da.from_array(a, chunks=a.shape))
+        else:
+            for leaf in pytree.flatten(a)[0]:
+                if is_dask_array(leaf):
+                    raise DaskPlanError(f"{compiled.__name__}: a Dask array inside argument {k} (a container); "
+                                        f"pass Dask arrays as positional arguments{where()}")
+            template.append(a)
+    program = _Program(type(compiled), compiled.fn, compiled.target.name, tuple(template), dict(kwargs))
+    plan = Plan()
+    graph, structure = _trace(program, [_placeholder(a.shape, a.dtype) for a in arrays])
+    sy, in_syms, out_syms, finals, node_syms = _analyze(graph)
+    # letters: one per joined symbol
+    arrays, block_graphs_ok = _rechunk_whole(da, arrays, in_syms, sy, plan), False
+    for _ in range(3):  # whole axes found by comparing block programs are added, then planned again
+        inds, letters = _indices(in_syms, sy)
+        pairs = [x for a, ind in zip(arrays, inds) for x in (a, ind)]
+        chunkss, arrays = da.core.unify_chunks(*pairs)
+        bad = _verify_blocks(program, graph, arrays, inds, chunkss, plan)
+        if not bad:
+            block_graphs_ok = True
+            break
+        for k, axis in bad:
+            s = in_syms[k][axis]
+            sy.need_whole(s, "a constant made from the chunked extent (the block program differs)")
+        arrays = _rechunk_whole(da, arrays, in_syms, sy, plan)
+    if not block_graphs_ok:
+        raise DaskPlanError(f"{compiled.__name__}: no partitioning of these Dask arrays gives block programs "
+                            f"equal to the whole program{where()}")
+    _last_plans[compiled.__name__] = plan
+    outs = _outputs(da, program, graph, arrays, inds, letters, out_syms, finals, sy, plan, node_syms)
+    return pytree.unflatten(structure, outs)
+
+
+def _placeholder(shape, dtype):
+    return np.broadcast_to(np.zeros((), dtype), tuple(int(d) for d in shape))
+
+
+def _trace(program: _Program, placeholders):
+    """The program's graph for arrays of these shapes, and its result structure."""
+    c = program.compiled("generic")
+    built = c._program(c.signature.split(tuple(placeholders), {}))
+    return built.graph, built.out_tree
+
+
+def _rechunk_whole(da, arrays, in_syms, sy, plan):
+    out = []
+    for k, (a, syms) in enumerate(zip(arrays, in_syms)):
+        axes = {ax: -1 for ax, s in enumerate(syms) if sy.is_whole(s) and len(a.chunks[ax]) > 1}
+        for ax, s in enumerate(syms):
+            if sy.is_whole(s):
+                plan.whole.setdefault(f"argument {k} axis {ax}", sy.whole[sy.find(s)])
+        out.append(a.rechunk(axes) if axes else a)
+    return out
+
+
+def _indices(in_syms, sy):
+    letters: dict = {}
+    pool = iter(string.ascii_letters)
+    inds = []
+    for syms in in_syms:
+        ind = []
+        for s in syms:
+            if s is None:
+                ind.append(next(pool))  # a size-1 axis: its own letter
+            else:
+                r = sy.find(s)
+                if r not in letters:
+                    letters[r] = next(pool)
+                ind.append(letters[r])
+        inds.append("".join(ind))
+    return inds, letters
+
+
+def _verify_blocks(program, graph, arrays, inds, chunkss, plan):
+    """(argument, axis) pairs whose chunking changes the program (constants from extents)."""
+    letters = sorted(chunkss)
+    choices = [sorted({chunkss[c][0], chunkss[c][-1]}) for c in letters]
+    bad = set()
+    count = 0
+    for pick in itertools.product(*choices):
+        if count >= 8:
+            break
+        count += 1
+        size = dict(zip(letters, pick))
+        shapes = [tuple(size[c] for c in ind) for ind in inds]
+        block, _ = _trace(program, [_placeholder(s, a.dtype) for s, a in zip(shapes, arrays)])
+        if _differs(graph, block):
+            for k, (s, a) in enumerate(zip(shapes, arrays)):
+                for ax, d in enumerate(s):
+                    if d != a.shape[ax]:
+                        bad.add((k, ax))
+    plan.verified_shapes = count
+    return sorted(bad)
+
+
+def _differs(whole: Graph, block: Graph) -> bool:
+    """Whether the block program is not the whole program up to extents: other
+    ops, or other constants (a value made from a chunked extent)."""
+    a, b = toposort(whole.outputs), toposort(block.outputs)
+    if len(a) != len(b) or len(whole.captures) != len(block.captures):
+        return True
+    for m, n in zip(a, b):
+        if m.op != n.op or len(m.inputs) != len(n.inputs):
+            return True
+        if m.op == "const" and m.kw["value"] != n.kw["value"]:
+            return True
+        for (k1, v1), (k2, v2) in zip(m.params, n.params):
+            if k1 != k2:
+                return True
+            if v1 != v2 and k1 not in ("shape", "slices", "value"):
+                return True
+    for c1, c2 in zip(whole.captures, block.captures):
+        if c1 is not c2 and not (np.shape(c1) == np.shape(c2) and np.array_equal(c1, c2, equal_nan=True)):
+            return True
+    return False
+
+
+def _outputs(da, program, graph, arrays, inds, letters, out_syms, finals, sy, plan, node_syms):
+    pool = iter(c for c in string.ascii_letters if c not in "".join(inds))
+    results = []
+    pairs = [x for a, ind in zip(arrays, inds) for x in (a, ind)]
+    for k, out in enumerate(graph.outputs):
+        aval, syms = out.aval, out_syms[k]
+        final = finals.get(k)
+        if final is not None:
+            op, reduced, axes, keepdims = final
+            chunked = [s for s in reduced if not sy.is_whole(s)]
+            if chunked:
+                results.append(_tree_reduction(da, program, k, graph, pairs, inds, letters, sy, final, aval, plan,
+                                               node_syms[id(graph.outputs[k].inputs[0])]))
+                continue
+        ind, new_axes = [], {}
+        for d, s in zip(aval.shape, syms or [("new", "")] * aval.ndim):
+            if isinstance(s, int) and not sy.is_whole(s) and sy.find(s) in letters:
+                ind.append(letters[sy.find(s)])
+            elif isinstance(s, int) and sy.find(s) in letters and _single_chunk(arrays, inds, letters[sy.find(s)]):
+                letter = letters[sy.find(s)]
+                ind.append(letter)
+            else:
+                letter = next(pool)
+                ind.append(letter)
+                new_axes[letter] = d
+        ind = "".join(ind)
+        fn = _BlockResult(program, k, aval.dtype)
+        results.append(da.blockwise(fn, ind, *pairs, new_axes=new_axes or None, dtype=aval.dtype,
+                                    concatenate=True, meta=np.empty((0,) * aval.ndim, aval.dtype)))
+    return results
+
+
+def _single_chunk(arrays, inds, letter):
+    for a, ind in zip(arrays, inds):
+        if letter in ind:
+            return len(a.chunks[ind.index(letter)]) == 1
+    return False
+
+
+class _BlockResult:
+    """Result ``k`` of the compiled program on one tuple of blocks."""
+
+    def __init__(self, program, k, dtype, keep=None):
+        self.program, self.k, self.dtype, self.keep = program, k, np.dtype(dtype), keep
+
+    def __call__(self, *blocks):
+        out = self.program.compiled()(*blocks)
+        leaves = pytree.flatten(out)[0]
+        r = np.asarray(leaves[self.k])
+        if r.dtype != self.dtype:
+            raise DaskPlanError(f"a block result has dtype {r.dtype}; the whole program gives {self.dtype}")
+        if self.keep is not None:  # a partial reduction: size-1 axes where it reduced
+            r = r.reshape(self.keep(r.shape))
+        return r
+
+
+def _tree_reduction(da, program, k, graph, pairs, inds, letters, sy, final, aval, plan, src_syms):
+    op, reduced, axes, keepdims = final
+    src = graph.outputs[k].inputs[0]
+    in_nd = src.aval.ndim
+    # partial results keep every axis of the reduction's input (size 1 where it reduced)
+    ind, adjust, new_axes = [], {}, {}
+    pool = iter(c for c in string.ascii_letters if c not in "".join(inds))
+    reduced_letters = []
+    for ax in range(in_nd):
+        s = src_syms[ax]
+        if isinstance(s, int) and sy.find(s) in letters:
+            letter = letters[sy.find(s)]
+        else:
+            letter = next(pool)
+            new_axes[letter] = 1 if ax in axes else src.aval.shape[ax]
+        ind.append(letter)
+        if ax in axes:
+            adjust[letter] = 1
+            reduced_letters.append(ax)
+    ind = "".join(ind)
+
+    def keep(shape, axes=axes, in_nd=in_nd):
+        it = iter(shape)
+        return tuple(1 if (a in axes and not keepdims) else next(it) for a in range(in_nd))
+
+    fn = _BlockResult(program, k, aval.dtype, keep=keep)
+    partials = da.blockwise(fn, ind, *pairs, new_axes=new_axes or None, adjust_chunks=adjust, dtype=aval.dtype,
+                            concatenate=True, meta=np.empty((0,) * in_nd, aval.dtype))
+    combine = _Combine(op, program.factory)
+    plan.reductions.append(f"result {k}: {op} over axes {axes}: each block reduces its part (braze), Dask's tree "
+                           f"reduction combines the {op} of the parts (braze)")
+    return da.reduction(partials, chunk=combine, aggregate=combine, combine=combine, axis=tuple(axes),
+                        keepdims=keepdims, dtype=aval.dtype, concatenate=True,
+                        meta=np.empty((0,) * aval.ndim, aval.dtype))
+
+
+class _Combine:
+    """``op`` of the parts along the reduced axes, a compiled braze kernel."""
+
+    def __init__(self, op, factory):
+        self.op, self.factory = op, factory
+
+    def __call__(self, x, axis=None, keepdims=False, computing_meta=False, **kwargs):
+        if computing_meta:
+            return np.empty((0,) * (x.ndim if keepdims else 0), x.dtype)
+        key = ("combine", self.op, axis, keepdims)
+        with _compiled_lock:
+            f = _compiled.get(key)
+            if f is None:
+                reduce = _FINAL_REDUCTIONS[self.op]
+                f = _compiled[key] = self.factory(lambda a: reduce(a, axis=axis, keepdims=keepdims), "cpu")
+        return f(np.asarray(x))
+
+
+def last_plan(name: str) -> Plan | None:
+    return _last_plans.get(name)

@@ -1,0 +1,123 @@
+"""Compiled functions over Dask arrays, on a real cluster: a
+``dask.distributed.LocalCluster`` of 2 worker processes that compile their
+block programs from braze's persistent cache. Results equal NumPy's on the
+gathered arrays; gradients work through the same partitioning."""
+import os
+
+import numpy as np
+import pytest
+
+import braze
+from _compare import central_differences
+
+da = pytest.importorskip("dask.array", reason="the dask extra is not installed (pip install -e '.[dask]')")
+distributed = pytest.importorskip("distributed")
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory):
+    """2 worker processes sharing this session's braze cache directory."""
+    os.environ.setdefault("BRAZE_CACHE_DIR", str(tmp_path_factory.mktemp("braze-cache")))
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                       memory_limit="1GiB")
+    with distributed.Client(cluster) as c:
+        yield c
+    cluster.close()
+
+
+def softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def chain(a, b):
+    return np.tanh(a) * b + np.sqrt(np.abs(a)) * 2.0
+
+
+def weighted_total(a, b):
+    return np.sum(np.exp(-a * a) * b)
+
+
+def mean_square(a):
+    return np.sum(a * a) / a.size  # (a constant from the extent: the reduced axes stay whole)
+
+
+def mlp(x, w, b):
+    return np.maximum(x @ w + b, 0.0)
+
+
+def column_max(a):
+    return a.max(axis=0), a.min(axis=1)
+
+
+RNG = np.random.default_rng(0)
+X = RNG.standard_normal((300, 40))
+Y = RNG.standard_normal((300, 40))
+W, B = RNG.standard_normal((40, 8)), RNG.standard_normal(8)
+
+CASES = {
+    "softmax rows": (softmax, [X.astype(np.float32)], [(64, 10)]),
+    "elementwise chain": (chain, [X, Y], [(100, 20), (64, 40)]),
+    "tree reduction": (weighted_total, [X, Y], [(64, 16), (100, 40)]),
+    "mean (whole)": (mean_square, [X], [(64, 16)]),
+    "mlp rows, numpy weights": (mlp, [X, W, B], [(50, 40), None, None]),
+    "two reductions": (column_max, [X], [(64, 16)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_dask_arrays_in_dask_arrays_out_on_the_cluster(client, name):
+    fn, args, chunks = CASES[name]
+    dargs = [da.from_array(a, chunks=c) if c else a for a, c in zip(args, chunks)]
+    f = braze.compile(fn, target="cpu")
+    got = f(*dargs)
+    want = fn(*args)
+    got_leaves = got if isinstance(got, tuple) else (got,)
+    want_leaves = want if isinstance(want, tuple) else (want,)
+    for g, w in zip(got_leaves, want_leaves):
+        assert isinstance(g, da.Array)
+        assert g.shape == np.shape(w) and g.dtype == np.asarray(w).dtype
+        value = g.compute()
+        assert value.dtype == np.asarray(w).dtype
+        np.testing.assert_allclose(value, w, rtol=1e-5 if value.dtype == np.float32 else 1e-10, atol=1e-12)
+
+
+def test_explain_says_which_axes_were_made_whole_and_why():
+    f = braze.compile(softmax, target="cpu")
+    text = braze.explain(f, da.from_array(X, chunks=(100, 10)))
+    assert "argument 0 axis 1: rechunked to one chunk (reduce_max along the axis)" in text
+    assert "axis 0" not in text
+    text = braze.explain(braze.compile(weighted_total, target="cpu"), da.from_array(X, chunks=(100, 10)), Y)
+    assert "tree reduction" in text and "rechunked" not in text
+
+
+def test_a_constant_made_from_a_chunked_extent_keeps_that_axis_whole():
+    def centered(a):
+        return a - a.sum() / a.shape[0] / a.shape[1]  # (NumPy code computing a mean by hand)
+
+    f = braze.compile(centered, target="cpu")
+    got = f(da.from_array(X, chunks=(64, 16)))
+    np.testing.assert_allclose(got.compute(scheduler="threads"), centered(X), rtol=1e-12)
+
+
+def test_gradients_over_dask_arrays_on_the_cluster(client):
+    def loss(x, y):
+        return np.sum(np.tanh(x) * y)
+
+    grad = braze.compile(braze.grad(loss), target="cpu")
+    got = grad(da.from_array(X, chunks=(64, 20)), da.from_array(Y, chunks=(64, 20)))
+    assert isinstance(got, da.Array) and got.chunks == ((64, 64, 64, 64, 44), (20, 20))
+    np.testing.assert_allclose(got.compute(), (1 - np.tanh(X) ** 2) * Y, rtol=1e-12)
+    small = X[:5, :3]
+    value_and_grad = braze.compile(braze.value_and_grad(loss), target="cpu")
+    v, g = value_and_grad(da.from_array(small, chunks=(2, 3)), small * 2)
+    np.testing.assert_allclose(v.compute(), loss(small, small * 2), rtol=1e-12)
+    np.testing.assert_allclose(g.compute(), central_differences(lambda x: loss(x, small * 2), small), rtol=1e-6)
+
+
+def test_workers_compiled_from_the_shared_cache(client):
+    f = braze.compile(chain, target="cpu")
+    f(da.from_array(X, chunks=(150, 40)), Y).compute()
+    infos = client.run(lambda: os.environ.get("BRAZE_CACHE_DIR"))
+    assert set(infos.values()) == {os.environ["BRAZE_CACHE_DIR"]}
+    assert any(os.scandir(os.environ["BRAZE_CACHE_DIR"]))

@@ -16,8 +16,8 @@ import braze
 da = pytest.importorskip("dask.array", reason="the dask extra is not installed (pip install -e '.[dask]')")
 distributed = pytest.importorskip("distributed")
 
-ROWS, COLS, CHUNK_ROWS = 32_768, 4_096, 1_024   # 1 GiB of float64 per input, 32 MiB chunks
-MEMORY_LIMIT = "768MiB"                          # per worker: less than one input
+ROWS, COLS, CHUNK_ROWS = 16_384, 4_096, 1_024   # 512 MiB of float64 per input, 32 MiB chunks
+MEMORY_LIMIT = "1GiB"                            # per worker: less than the inputs and result
 
 
 def softmax(x):
@@ -55,7 +55,7 @@ def test_dask_blocks_braze_vs_numpy(workers):
             compiled = braze.compile(fn, target="cpu")
             check = [a[:CHUNK_ROWS].compute() for a in args]
             np.testing.assert_allclose(compiled(*[da.from_array(c, chunks=(256, COLS)) for c in check]).compute(),
-                                       fn(*check), rtol=1e-12)
+                                       fn(*check), rtol=1e-10)
             compiled(*args).sum().compute()  # workers compile (warm-up)
             t_braze = _timed(lambda: compiled(*args).sum().compute())
             t_dask = _timed(lambda: fn(*args).sum().compute())  # dask.array with NumPy blocks

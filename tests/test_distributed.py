@@ -115,9 +115,25 @@ def test_gradients_over_dask_arrays_on_the_cluster(client):
     np.testing.assert_allclose(g.compute(), central_differences(lambda x: loss(x, small * 2), small), rtol=1e-6)
 
 
-def test_workers_compiled_from_the_shared_cache(client):
+def test_workers_compile_the_block_programs_with_the_clients_cache_directory(client):
     f = braze.compile(chain, target="cpu")
-    f(da.from_array(X, chunks=(150, 40)), Y).compute()
-    infos = client.run(lambda: os.environ.get("BRAZE_CACHE_DIR"))
-    assert set(infos.values()) == {os.environ["BRAZE_CACHE_DIR"]}
-    assert any(os.scandir(os.environ["BRAZE_CACHE_DIR"]))
+    np.testing.assert_allclose(f(da.from_array(X, chunks=(150, 40)), Y).compute(), chain(X, Y), rtol=1e-12)
+    directories = client.run(lambda: os.environ.get("BRAZE_CACHE_DIR"))
+    assert set(directories.values()) == {os.environ["BRAZE_CACHE_DIR"]}
+
+    def compiled_here():
+        from braze import distributed as d
+
+        return sorted(c.__name__ for c in d._compiled.values())
+
+    assert all("call" in names for names in client.run(compiled_here).values())  # each worker compiled
+
+
+def test_a_call_with_the_same_arguments_reuses_its_program():
+    f = braze.compile(chain, target="cpu")
+    x = da.from_array(X, chunks=(100, 40))
+    f(x, Y).compute(scheduler="threads")
+    before = len(braze.distributed._compiled)
+    f(x, Y).compute(scheduler="threads")
+    np.testing.assert_allclose(f(x, Y * 2).compute(scheduler="threads"), chain(X, Y * 2), rtol=1e-12)
+    assert len(braze.distributed._compiled) == before

@@ -31,6 +31,7 @@ from .aval import Aval, aval_of_value
 from . import numpy as bnp
 from . import pytree
 from .core import NONDIFFERENTIABLE, PRIMITIVES, VJP, bind, context_stack, pop_context, push_context
+from .ops.linalg import lstsq_vjp
 from .errors import BrazeError, CompositeError, GradientError, TraceError, where
 from .surface import ArrayMethods, call_untraced
 from .tracing import GraphContext, Tracer, _is_element
@@ -586,9 +587,9 @@ def _fit(ct, shape: tuple, dtype, op: str):
 
 # ---------------------------------------------------------------- rules for untraced calls
 
-# callable -> its VJP rule: NumPy functions braze runs as graph breaks (np.linalg.lstsq
-# below), and the user's (braze.defvjp).
-HOST_RULES: dict = {}
+# callable -> its VJP rule: NumPy functions braze runs as graph breaks (np.linalg.lstsq,
+# whose rule is with the other linear-algebra rules), and the user's (braze.defvjp).
+HOST_RULES: dict = {np.linalg.lstsq: lstsq_vjp}
 
 
 def defvjp(fn: Callable, vjp: Callable, *, name: str | None = None) -> Callable:
@@ -625,7 +626,6 @@ def defvjp(fn: Callable, vjp: Callable, *, name: str | None = None) -> Callable:
     untraced.__qualname__ = getattr(fn, "__qualname__", untraced.__name__)
     untraced.__doc__ = getattr(fn, "__doc__", None)
     untraced.__wrapped__ = fn
-    HOST_RULES[untraced] = vjp
     return untraced
 
 
@@ -871,39 +871,3 @@ def _kernel_pair(ctx, entry, comp, values, ids, params):
 
 
 __all__ = ["GradientTape", "Watched", "GradientError", "grad", "value_and_grad", "vjp", "stop_gradient", "defvjp"]
-
-
-def _lstsq_vjp(ct, a, b, *rcond, out, **kwargs):
-    """x = (A^T A)^-1 A^T b for a full-column-rank ``a`` (m >= n); the residuals
-    are the minimum of |b - A x|^2, whose derivative is the envelope's
-    (-2 r x^T, 2 r); the singular values are the SVD's."""
-    gx, gres, _, gs = ct
-    m, n = np.shape(a)
-    if m < n:
-        raise GradientError(f"numpy.linalg.lstsq: no gradient for an underdetermined {m}x{n} system (its "
-                            f"minimum-norm solution is not differentiated){where()}")
-    x = out[0]
-    vector = np.ndim(b) == 1
-    x2, b2 = (x[:, None], b[:, None]) if vector else (x, b)
-    ga = gb = None
-    if gx is not None or gres is not None:
-        r = b2 - np.matmul(a, x2)
-        ga, gb = 0.0, 0.0
-        if gx is not None:
-            z = np.linalg.solve(np.matmul(a.T, a), gx[:, None] if vector else gx)
-            az = np.matmul(a, z)
-            ga = np.matmul(r, z.T) - np.matmul(az, x2.T)
-            gb = az
-        if gres is not None and np.shape(out[1])[0] > 0:
-            rg = r * (2.0 * gres)
-            ga = ga - np.matmul(rg, x2.T)
-            gb = gb + rg
-        gb = gb[:, 0] if vector else gb
-    if gs is not None:
-        u, _, vh = np.linalg.svd(a, full_matrices=False)
-        gsv = np.matmul(u * gs, vh)
-        ga = gsv if ga is None else ga + gsv
-    return (ga, gb) + (None,) * len(rcond)
-
-
-HOST_RULES[np.linalg.lstsq] = _lstsq_vjp

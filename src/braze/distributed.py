@@ -30,6 +30,7 @@ import itertools
 import string
 import threading
 import uuid
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -298,12 +299,9 @@ class Plan:
     whole: dict = field(default_factory=dict)   # "argument k axis a" -> why
     reductions: list = field(default_factory=list)
     verified_shapes: int = 0
-    single_block: str | None = None
 
     def describe(self) -> str:
         lines = ["# dask plan"]
-        if self.single_block:
-            lines.append(f"one block: {self.single_block}")
         for where_, why in self.whole.items():
             lines.append(f"{where_}: rechunked to one chunk ({why})")
         for text in self.reductions:
@@ -338,30 +336,44 @@ def call(compiled, args, kwargs):
                     raise DaskPlanError(f"{compiled.__name__}: a Dask array inside argument {k} (a container); "
                                         f"pass Dask arrays as positional arguments{where()}")
             template.append(a)
-    program = _Program(type(compiled), compiled.fn, compiled.target.name, tuple(template), dict(kwargs))
+    program = _program(compiled, tuple(template), dict(kwargs))
     plan = Plan()
     graph, structure = _trace(program, [_placeholder(a.shape, a.dtype) for a in arrays])
     sy, in_syms, out_syms, finals, node_syms = _analyze(graph)
-    # letters: one per joined symbol
-    arrays, block_graphs_ok = _rechunk_whole(da, arrays, in_syms, sy, plan), False
+    arrays = _rechunk_whole(da, arrays, in_syms, sy, plan)
     for _ in range(3):  # whole axes found by comparing block programs are added, then planned again
-        inds, letters = _indices(in_syms, sy)
-        pairs = [x for a, ind in zip(arrays, inds) for x in (a, ind)]
-        chunkss, arrays = da.core.unify_chunks(*pairs)
+        inds, letters = _indices(in_syms, sy)  # (one letter per joined symbol)
+        chunkss, arrays = da.core.unify_chunks(*[x for a, ind in zip(arrays, inds) for x in (a, ind)])
         bad = _verify_blocks(program, graph, arrays, inds, chunkss, plan)
         if not bad:
-            block_graphs_ok = True
             break
         for k, axis in bad:
-            s = in_syms[k][axis]
-            sy.need_whole(s, "a constant made from the chunked extent (the block program differs)")
+            sy.need_whole(in_syms[k][axis], "a constant made from the chunked extent (the block program differs)")
         arrays = _rechunk_whole(da, arrays, in_syms, sy, plan)
-    if not block_graphs_ok:
+    else:
         raise DaskPlanError(f"{compiled.__name__}: no partitioning of these Dask arrays gives block programs "
                             f"equal to the whole program{where()}")
     _last_plans[compiled.__name__] = plan
     outs = _outputs(da, program, graph, arrays, inds, letters, out_syms, finals, sy, plan, node_syms)
     return pytree.unflatten(structure, outs)
+
+
+# compiled function -> {(argument template, keywords): its _Program}: a call with the
+# same non-array arguments reuses the program (and its compiled block programs)
+_programs: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _program(compiled, template, kwargs) -> _Program:
+    try:
+        key = (template, tuple(sorted(kwargs.items())))
+        hash(key)
+    except TypeError:  # (an unhashable static argument: a program for this call alone)
+        return _Program(type(compiled), compiled.fn, compiled.target.name, template, kwargs)
+    with _compiled_lock:
+        mine = _programs.setdefault(compiled, {})
+        if key not in mine:
+            mine[key] = _Program(type(compiled), compiled.fn, compiled.target.name, template, kwargs)
+        return mine[key]
 
 
 def _placeholder(shape, dtype):
@@ -440,7 +452,7 @@ def _differs(whole: Graph, block: Graph) -> bool:
         for (k1, v1), (k2, v2) in zip(m.params, n.params):
             if k1 != k2:
                 return True
-            if v1 != v2 and k1 not in ("shape", "slices", "value"):
+            if v1 != v2 and k1 not in ("shape", "slices"):  # (extents of chunked axes; const values: above)
                 return True
     for c1, c2 in zip(whole.captures, block.captures):
         if c1 is not c2 and not (np.shape(c1) == np.shape(c2) and np.array_equal(c1, c2, equal_nan=True)):
@@ -464,11 +476,8 @@ def _outputs(da, program, graph, arrays, inds, letters, out_syms, finals, sy, pl
                 continue
         ind, new_axes = [], {}
         for d, s in zip(aval.shape, syms or [("new", "")] * aval.ndim):
-            if isinstance(s, int) and not sy.is_whole(s) and sy.find(s) in letters:
+            if isinstance(s, int) and sy.find(s) in letters:  # (an axis needed whole is one chunk by now)
                 ind.append(letters[sy.find(s)])
-            elif isinstance(s, int) and sy.find(s) in letters and _single_chunk(arrays, inds, letters[sy.find(s)]):
-                letter = letters[sy.find(s)]
-                ind.append(letter)
             else:
                 letter = next(pool)
                 ind.append(letter)
@@ -478,13 +487,6 @@ def _outputs(da, program, graph, arrays, inds, letters, out_syms, finals, sy, pl
         results.append(da.blockwise(fn, ind, *pairs, new_axes=new_axes or None, dtype=aval.dtype,
                                     concatenate=True, meta=np.empty((0,) * aval.ndim, aval.dtype)))
     return results
-
-
-def _single_chunk(arrays, inds, letter):
-    for a, ind in zip(arrays, inds):
-        if letter in ind:
-            return len(a.chunks[ind.index(letter)]) == 1
-    return False
 
 
 class _BlockResult:
@@ -511,7 +513,6 @@ def _tree_reduction(da, program, k, graph, pairs, inds, letters, sy, final, aval
     # partial results keep every axis of the reduction's input (size 1 where it reduced)
     ind, adjust, new_axes = [], {}, {}
     pool = iter(c for c in string.ascii_letters if c not in "".join(inds))
-    reduced_letters = []
     for ax in range(in_nd):
         s = src_syms[ax]
         if isinstance(s, int) and sy.find(s) in letters:
@@ -522,7 +523,6 @@ def _tree_reduction(da, program, k, graph, pairs, inds, letters, sy, final, aval
         ind.append(letter)
         if ax in axes:
             adjust[letter] = 1
-            reduced_letters.append(ax)
     ind = "".join(ind)
 
     def keep(shape, axes=axes, in_nd=in_nd):
@@ -532,7 +532,7 @@ def _tree_reduction(da, program, k, graph, pairs, inds, letters, sy, final, aval
     fn = _BlockResult(program, k, aval.dtype, keep=keep)
     partials = da.blockwise(fn, ind, *pairs, new_axes=new_axes or None, adjust_chunks=adjust, dtype=aval.dtype,
                             concatenate=True, meta=np.empty((0,) * in_nd, aval.dtype))
-    combine = _Combine(op, program.factory)
+    combine = _Combine(op, program.factory, program.target)
     plan.reductions.append(f"result {k}: {op} over axes {axes}: each block reduces its part (braze), Dask's tree "
                            f"reduction combines the {op} of the parts (braze)")
     return da.reduction(partials, chunk=combine, aggregate=combine, combine=combine, axis=tuple(axes),
@@ -543,18 +543,18 @@ def _tree_reduction(da, program, k, graph, pairs, inds, letters, sy, final, aval
 class _Combine:
     """``op`` of the parts along the reduced axes, a compiled braze kernel."""
 
-    def __init__(self, op, factory):
-        self.op, self.factory = op, factory
+    def __init__(self, op, factory, target):
+        self.op, self.factory, self.target = op, factory, target
 
     def __call__(self, x, axis=None, keepdims=False, computing_meta=False, **kwargs):
         if computing_meta:
             return np.empty((0,) * (x.ndim if keepdims else 0), x.dtype)
-        key = ("combine", self.op, axis, keepdims)
+        key = ("combine", self.op, axis, keepdims, self.target)
         with _compiled_lock:
             f = _compiled.get(key)
             if f is None:
                 reduce = _FINAL_REDUCTIONS[self.op]
-                f = _compiled[key] = self.factory(lambda a: reduce(a, axis=axis, keepdims=keepdims), "cpu")
+                f = _compiled[key] = self.factory(lambda a: reduce(a, axis=axis, keepdims=keepdims), self.target)
         return f(np.asarray(x))
 
 

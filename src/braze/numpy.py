@@ -1657,22 +1657,22 @@ def _kth(func, kth, n):
     return tuple(out)
 
 
-def argpartition(a, kth, axis=-1, kind="introselect", order=None):
-    """``np.argpartition`` (NumPy's introselect), as an extern."""
-    _reject("argpartition", order=order)
+def _selection(op, a, kth, axis, kind, order):
+    """``np.partition`` / ``np.argpartition``: NumPy's introselect, as an extern."""
+    _reject(op, order=order)
     if axis is None:
         a, axis = ravel(a), 0
-    axis = normalize_axis("argpartition", axis, _ndim(a), _shape(a))
-    return bind("argpartition", a, kth=_kth("argpartition", kth, _shape(a)[axis]), axis=axis, kind=kind)
+    axis = normalize_axis(op, axis, _ndim(a), _shape(a))
+    return bind(op, a, kth=_kth(op, kth, _shape(a)[axis]), axis=axis, kind=kind)
+
+
+def argpartition(a, kth, axis=-1, kind="introselect", order=None):
+    return _selection("argpartition", a, kth, axis, kind, order)
 
 
 def partition(a, kth, axis=-1, kind="introselect", order=None):
-    """``np.partition``, as an extern (differentiable)."""
-    _reject("partition", order=order)
-    if axis is None:
-        a, axis = ravel(a), 0
-    axis = normalize_axis("partition", axis, _ndim(a), _shape(a))
-    return bind("partition", a, kth=_kth("partition", kth, _shape(a)[axis]), axis=axis, kind=kind)
+    """``np.partition`` (differentiable: its VJP sends each result's cotangent to its element)."""
+    return _selection("partition", a, kth, axis, kind, order)
 
 
 def sort(a, axis=-1, kind=None, order=None, *, stable=None):

@@ -425,3 +425,37 @@ def _svd_vjp(ct, a, *, out, full_matrices, compute_uv, hermitian):
 declare("qr", "linalg", abstract=_qr_abstract, impl=_qr_impl, vjp=_qr_vjp)
 declare("eigh", "linalg", abstract=_eigh_abstract, impl=_eigh_impl, vjp=_eigh_vjp)
 declare("svd", "linalg", abstract=_svd_abstract, impl=_svd_impl, vjp=_svd_vjp)
+
+
+def lstsq_vjp(ct, a, b, *rcond, out, **kwargs):
+    """x = (A^T A)^-1 A^T b for a full-column-rank ``a`` (m >= n); the residuals
+    are the minimum of |b - A x|^2, whose derivative is the envelope's
+    (-2 r x^T, 2 r); the singular values are the SVD's."""
+    gx, gres, _, gs = ct
+    m, n = np.shape(a)
+    if m < n:
+        raise GradientError(f"numpy.linalg.lstsq: no gradient for an underdetermined {m}x{n} system (its "
+                            f"minimum-norm solution is not differentiated){where()}")
+    x = out[0]
+    vector = np.ndim(b) == 1
+    x2, b2 = (x[:, None], b[:, None]) if vector else (x, b)
+    ga = gb = None
+    if gx is not None or gres is not None:
+        r = b2 - np.matmul(a, x2)
+        ga, gb = 0.0, 0.0
+        if gx is not None:
+            z = np.linalg.solve(np.matmul(a.T, a), gx[:, None] if vector else gx)
+            az = np.matmul(a, z)
+            ga = np.matmul(r, z.T) - np.matmul(az, x2.T)
+            gb = az
+        if gres is not None and np.shape(out[1])[0] > 0:
+            rg = r * (2.0 * gres)
+            ga = ga - np.matmul(rg, x2.T)
+            gb = gb + rg
+        gb = gb[:, 0] if vector else gb
+    if gs is not None:
+        u, _, vh = np.linalg.svd(a, full_matrices=False)
+        gsv = np.matmul(u * gs, vh)
+        ga = gsv if ga is None else ga + gsv
+    return (ga, gb) + (None,) * len(rcond)
+

@@ -4,7 +4,9 @@ memory limit, on a LocalCluster of 1 and of 2 worker processes.
 
     python -m pytest bench/test_dask.py -s -p no:cacheprovider
 
-Prints GB/s (bytes read + written over the median wall time) per case."""
+Prints GB/s (bytes read + written over the median wall time) per case, and
+against the STREAM triad measured in the same run. Both columns include
+generating the random inputs (dask.array.random) and the final sum."""
 import statistics
 import time
 
@@ -43,8 +45,17 @@ def _timed(thunk, repeat=3):
     return statistics.median(times)
 
 
+@pytest.fixture(scope="module")
+def triad():
+    from braze.workloads import triad_gbps
+
+    gbps = triad_gbps()
+    print(f"\ntriad (numba, all threads, this process): {gbps:.1f} GB/s")
+    return gbps
+
+
 @pytest.mark.parametrize("workers", [1, 2])
-def test_dask_blocks_braze_vs_numpy(workers):
+def test_dask_blocks_braze_vs_numpy(workers, triad):
     cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                        dashboard_address=None, memory_limit=MEMORY_LIMIT)
     with distributed.Client(cluster):
@@ -61,5 +72,6 @@ def test_dask_blocks_braze_vs_numpy(workers):
             t_dask = _timed(lambda: fn(*args).sum().compute())  # dask.array with NumPy blocks
             rows.append((name, t_dask, t_braze))
             print(f"\n{workers} worker(s) {name:8s} dask+numpy {t_dask:6.2f} s ({nbytes / t_dask / 1e9:5.2f} GB/s)  "
-                  f"dask+braze {t_braze:6.2f} s ({nbytes / t_braze / 1e9:5.2f} GB/s)  ratio {t_dask / t_braze:4.2f}x")
+                  f"dask+braze {t_braze:6.2f} s ({nbytes / t_braze / 1e9:5.2f} GB/s, {nbytes / t_braze / 1e9 / triad:4.0%} of "
+                  f"triad)  ratio {t_dask / t_braze:4.2f}x")
     cluster.close()

@@ -50,6 +50,24 @@ def column_max(a):
     return a.max(axis=0), a.min(axis=1)
 
 
+def two_layers(x, w1, w2):
+    h = x @ w1
+    h += 1.0  # (updates the product in place: Dask's block of it must not change)
+    return np.tanh(h) @ w2, x.T @ x  # (a Gram matrix: contracted over the chunked rows)
+
+
+def batched(q, r):
+    return (q @ r) * 2 + 1
+
+
+def contractions(x, w, t):
+    return np.einsum("ij,jk->ik", x, w) + np.tensordot(t, w, axes=([1], [0])).sum(axis=1)
+
+
+def first_only(x, y):
+    return x * 2  # (y is not read)
+
+
 RNG = np.random.default_rng(0)
 X = RNG.standard_normal((300, 40))
 Y = RNG.standard_normal((300, 40))
@@ -62,6 +80,13 @@ CASES = {
     "mean (whole)": (mean_square, [X], [(64, 16)]),
     "mlp rows, numpy weights": (mlp, [X, W, B], [(50, 40), None, None]),
     "two reductions": (column_max, [X], [(64, 16)]),
+    "blocked matmuls": (two_layers, [X, RNG.standard_normal((40, 30)), RNG.standard_normal((30, 5))],
+                        [(64, 16), None, (10, 5)]),
+    "batched int matmul": (batched, [RNG.integers(-5, 5, (4, 30, 20)),
+                                     RNG.integers(-5, 5, (4, 20, 6)).astype(np.int32)], [(2, 10, 20), (1, 5, 6)]),
+    "blocked einsum": (contractions, [X, RNG.standard_normal((40, 30)), RNG.standard_normal((300, 40, 3))],
+                       [(64, 16), None, (100, 20, 3)]),
+    "an argument not read": (first_only, [X, Y], [(100, 40), (100, 40)]),
 }
 
 
@@ -89,6 +114,39 @@ def test_explain_says_which_axes_were_made_whole_and_why():
     assert "axis 0" not in text
     text = braze.explain(braze.compile(weighted_total, target="cpu"), da.from_array(X, chunks=(100, 10)), Y)
     assert "tree reduction" in text and "rechunked" not in text
+
+
+def test_matmuls_run_as_dasks_blocked_matmul_and_the_rest_keeps_its_chunks():
+    x = da.from_array(X, chunks=(50, 40))
+    f = braze.compile(mlp, target="cpu")
+    got = f(x, W, B)
+    assert got.chunks == ((50,) * 6, (8,))  # (the rows stay chunked: no block holds all of x)
+    np.testing.assert_allclose(got.compute(scheduler="threads"), mlp(X, W, B), rtol=1e-12)
+    text = braze.explain(f, x, W, B)
+    assert "matmul 0: (300, 40) @ (40, 8) as Dask's blocked matmul" in text and "rechunked" not in text
+
+    def same_product_twice(x, w):
+        return x @ w, np.exp(x @ w)
+
+    g = braze.compile(same_product_twice, target="cpu")
+    p, q = g(x, W)
+    np.testing.assert_allclose(q.compute(scheduler="threads"), np.exp(X @ W), rtol=1e-12)
+    assert braze.explain(g, x, W).count("blocked matmul") == 1  # (one node in the graph: one Dask matmul)
+
+
+def test_gradients_through_blocked_matmuls():
+    def loss(x, w):
+        return np.sum(np.tanh(x @ w))
+
+    w = RNG.standard_normal((40, 30))
+    grad = braze.compile(braze.grad(loss, argnums=(0, 1)), target="cpu")
+    x, wd = da.from_array(X, chunks=(64, 16)), da.from_array(w, chunks=(16, 10))
+    gx, gw = grad(x, wd)
+    assert gx.chunks == x.chunks and gw.chunks == wd.chunks
+    t = 1 - np.tanh(X @ w) ** 2
+    np.testing.assert_allclose(gx.compute(scheduler="threads"), t @ w.T, rtol=1e-10)
+    np.testing.assert_allclose(gw.compute(scheduler="threads"), X.T @ t, rtol=1e-10)
+    assert braze.explain(grad, x, wd).count("blocked matmul") == 3  # (the product, and one per cotangent)
 
 
 def test_a_constant_made_from_a_chunked_extent_keeps_that_axis_whole():

@@ -9,10 +9,17 @@ The plan, from the program traced on the whole arrays:
 
 * Every axis of every array argument gets a symbol; elementwise broadcasting
   joins the symbols of aligned axes (Dask then aligns their chunks).
-* An axis a step needs whole (reduced, scanned, contracted by a matmul,
-  sliced, reshaped, gathered, or met by a constant's axis) is rechunked to one
+* A matmul or einsum reading chunked data cuts the program into stages: the
+  program up to it runs blockwise and returns its operands, Dask's blocked
+  ``matmul``/``einsum`` multiplies them, and the next stage reads the product
+  as one more argument (``_Program.stage``: the contractions ``fn`` calls are
+  counted, the same in every trace). Symbols come from the whole program,
+  the products' axes joined with their operands', so every stage lines up.
+* An axis a step needs whole (reduced, scanned, contracted by a matmul that
+  is not cut, sliced, reshaped, gathered, or met by a constant's axis) is rechunked to one
   chunk; ``explain`` says which and why. The others stay chunked: each block
-  is the program on the blocks of its arguments (``blockwise``).
+  is the program on the blocks of its arguments (``blockwise``), one block
+  program per result, shipped only the arrays that result reads.
 * A result that is a sum/prod/max/min/any/all over chunked axes is the same
   reduction of the blocks' results: each block reduces its part (a braze
   kernel), and Dask's tree reduction combines the parts with braze kernels.
@@ -38,6 +45,7 @@ import numpy as np
 from . import pytree
 from .errors import BrazeError, where
 from .graph import Graph, toposort
+from .ops.linalg import parse_einsum
 
 # ops whose result axes follow their (broadcast) operands axis for axis
 _ELEMENTWISE_KINDS = ("elementwise",)
@@ -65,17 +73,84 @@ _compiled_lock = threading.Lock()
 
 class _Program:
     """``fn`` with its array arguments filled in from blocks: picklable (Dask
-    ships it to the workers), compiled once per process (``token``)."""
+    ships it to the workers), compiled once per process (``token``).
 
-    def __init__(self, factory, fn, target, template, kwargs):
+    A *stage* of the program (``stop``/``replaced``, when a call is cut at its
+    contractions) counts the matmuls and einsums ``fn`` calls: the ones in
+    ``replaced`` return extra arguments (their results, computed by Dask's
+    blocked matmul or einsum), and the program ends at contraction ``stop``,
+    returning its operands. Arguments in
+    ``dropped`` (by position among the arguments and then the matmul results;
+    the stage does not read them) are not shipped: traced zeros stand in."""
+
+    def __init__(self, factory, fn, target, template, kwargs, stop=None, replaced=(), dropped=(), only=None):
         self.factory, self.fn, self.target = factory, fn, target  # (factory: braze.Compiled)
         self.template, self.kwargs = template, kwargs
+        # dropped: (k, whole shape, dtype, per axis None or (j, axis): the extent of passed array j's axis)
+        self.stop, self.replaced, self.dropped = stop, tuple(replaced), tuple(dropped)
+        self.only = only  # (result ``only`` alone, when not None)
         self.token = uuid.uuid4().hex
+        self._local()
+
+    def _local(self):
+        self.binds: dict = {}       # placeholder shapes -> the matmul nodes, in the order fn calls matmul
+        self.counting = None        # (the list a trace appends them to)
+        self.variants: dict = {}
+        self.lock = threading.Lock()
+
+    def stage(self, stop, replaced, dropped, only=None) -> "_Program":
+        key = (stop, tuple(replaced), tuple(dropped), only)
+        with self.lock:
+            if key not in self.variants:
+                self.variants[key] = _Program(self.factory, self.fn, self.target, self.template, self.kwargs, *key)
+            return self.variants[key]
 
     def call(self, *arrays):
-        it = iter(arrays)
+        out = self._call(*arrays)
+        return out if self.only is None else pytree.flatten(out)[0][self.only]
+
+    def _call(self, *arrays):
+        n = sum(a is _ARRAY for a in self.template)
+        if self.stop is None and not self.replaced and self.counting is None and not self.dropped:
+            it = iter(arrays)
+            return self.fn(*[next(it) if a is _ARRAY else a for a in self.template], **self.kwargs)
+        from .core import current_context
+
+        ctx, seen = current_context(), itertools.count()
+        dropped = {k: (shape, dtype, refs) for k, shape, dtype, refs in self.dropped}
+        it, values = iter(arrays), []
+        for k in range(n + len(self.replaced)):
+            if k in dropped:  # (a traced stand-in for a dropped array, of the block's extents: matmuls on it count)
+                shape, dtype, refs = dropped[k]
+                shape = tuple(arrays[r[0]].shape[r[1]] if r else d for d, r in zip(shape, refs))
+                values.append(np.broadcast_to(ctx.constant(np.zeros((), dtype)), shape))
+            else:
+                values.append(next(it))
+        it = iter(values[:n])
         args = [next(it) if a is _ARRAY else a for a in self.template]
-        return self.fn(*args, **self.kwargs)
+        results = dict(zip(self.replaced, values[n:]))
+        counting = self.counting
+
+        def contraction(operands, params, record):
+            j = next(seen)
+            if j in results:
+                return results[j].copy()  # (a copy: the program may update it in place; the block is Dask's)
+            if j == self.stop:
+                raise _Cut(operands)
+            out = record()
+            if counting is not None:
+                counting.append(getattr(out, "_node", None))
+            return out
+
+        for op in _CUT_OPS:
+            ctx.hooks[op] = contraction
+        try:
+            return self.fn(*args, **self.kwargs)
+        except _Cut as cut:
+            return tuple(cut.operands)
+        finally:
+            for op in _CUT_OPS:
+                ctx.hooks.pop(op, None)
 
     def compiled(self, target=None):
         key = (self.token, target or self.target)
@@ -86,10 +161,24 @@ class _Program:
             return c
 
     def __getstate__(self):
-        return {k: getattr(self, k) for k in ("factory", "fn", "target", "template", "kwargs", "token")}
+        return {k: getattr(self, k) for k in ("factory", "fn", "target", "template", "kwargs", "token", "stop",
+                                               "replaced", "dropped", "only")}
 
     def __setstate__(self, state):
         self.__dict__.update(state)
+        self._local()
+
+
+# ops a call over Dask arrays is cut at, run as dask.array.matmul / dask.array.einsum
+_CUT_OPS = ("matmul", "einsum")
+
+
+class _Cut(BaseException):
+    """The stage ends at this matmul (a BaseException: the user's ``except Exception`` lets it through)."""
+
+    def __init__(self, operands):
+        super().__init__()
+        self.operands = operands
 
 
 class _ArrayMarker:
@@ -152,10 +241,12 @@ class _Symbols:
         return s is not None and self.find(s) in self.whole
 
 
-def _analyze(graph: Graph):
+def _analyze(graph: Graph, sy=None, given=None, cut=frozenset()):
     """Axis symbols of the inputs and outputs, the symbols needed whole, and the
-    outputs that are final reductions (``{output index: (op, reduced symbols)}``)."""
-    sy = _Symbols()
+    outputs that are final reductions (``{output index: (op, reduced symbols)}``).
+    ``given``: the inputs' symbols in ``sy`` (by input index), from the analysis of
+    the whole program; matmul nodes in ``cut`` run as Dask's blocked matmul."""
+    sy = sy if sy is not None else _Symbols()
     syms: dict[int, list] = {}
     consumers: dict[int, int] = {}
     nodes = toposort(graph.outputs)
@@ -167,7 +258,8 @@ def _analyze(graph: Graph):
     for n in nodes:
         aval = n.aval
         if n.op == "input":
-            syms[id(n)] = [None if d == 1 else sy.new() for d in aval.shape]
+            syms[id(n)] = (list(given[n.kw["index"]]) if given is not None else
+                           [None if d == 1 else sy.new() for d in aval.shape])
             continue
         ins = [syms.get(id(i), []) for i in n.inputs]
         if isinstance(aval, tuple):  # several results: whole
@@ -184,15 +276,25 @@ def _analyze(graph: Graph):
         if n.op == "pick":
             syms[id(n)] = [None] * nd
             continue
+        if id(n) in cut and n.op == "einsum":  # Dask's einsum: axes of one letter joined
+            specs, out_spec = parse_einsum(n.kw["subscripts"])
+            by_letter: dict = {}
+            for spec, s, i in zip(specs, ins, n.inputs):
+                for c, x, d in zip(spec, s, i.aval.shape):
+                    if d != 1:
+                        by_letter[c] = _meet(sy, by_letter.get(c), x, n.op)
+            syms[id(n)] = [by_letter.get(c) for c in out_spec]
+            continue
+        if id(n) in cut:  # Dask's matmul: contracted axes joined (it aligns their chunks), free axes kept
+            (a, b), (ash, bsh) = ins, (n.inputs[0].aval.shape, n.inputs[1].aval.shape)
+            _meet(sy, a[-1], b[-2] if len(bsh) >= 2 else b[-1], n.op)
+            batch = nd - (len(ash) >= 2) - (len(bsh) >= 2)
+            out = _broadcast(sy, [a[:-2], b[:-2]], [ash[:-2], bsh[:-2]], aval.shape[:batch], n.op)
+            syms[id(n)] = out + ([a[-2]] if len(ash) >= 2 else []) + ([b[-1]] if len(bsh) >= 2 else [])
+            continue
         kind = _kind(n.op)
         if kind in _ELEMENTWISE_KINDS or n.op == "broadcast_to":
-            out = [None] * nd
-            for s, i in zip(ins, n.inputs):
-                off = nd - len(s)
-                for k, x in enumerate(s):
-                    if i.aval.shape[k] == 1 and aval.shape[off + k] != 1:
-                        continue  # broadcast from 1
-                    out[off + k] = _meet(sy, out[off + k], x, n.op)
+            out = _broadcast(sy, ins, [i.aval.shape for i in n.inputs], aval.shape, n.op)
             if n.op == "broadcast_to":
                 for k in range(nd - len(ins[0])):
                     if aval.shape[k] != 1:
@@ -254,9 +356,23 @@ def _analyze(graph: Graph):
             for x in s or ():
                 _whole(sy, x, f"{n.op}")
         syms[id(n)] = [("new", n.op) if d != 1 else None for d in aval.shape]
-    in_syms = [syms[id(i)] for i in graph.inputs]
+    in_syms = [syms[id(i)] if id(i) in syms else list(given[i.kw["index"]]) if given is not None else
+               [None if d == 1 else sy.new() for d in i.aval.shape] for i in graph.inputs]  # (or not read)
     out_syms = [syms.get(id(o)) for o in graph.outputs]
     return sy, in_syms, out_syms, finals, syms
+
+
+def _broadcast(sy, ins, shapes, shape, op) -> list:
+    """The symbols of the axes of ``shape``, NumPy's broadcast of operands with
+    symbols ``ins`` and shapes ``shapes`` (aligned axes joined)."""
+    out = [None] * len(shape)
+    for s, sh in zip(ins, shapes):
+        off = len(shape) - len(s)
+        for k, x in enumerate(s):
+            if sh[k] == 1 and shape[off + k] != 1:
+                continue  # broadcast from 1
+            out[off + k] = _meet(sy, out[off + k], x, op)
+    return out
 
 
 def _kind(op):
@@ -298,14 +414,15 @@ class Plan:
 
     whole: dict = field(default_factory=dict)   # "argument k axis a" -> why
     reductions: list = field(default_factory=list)
+    matmuls: list = field(default_factory=list)
     verified_shapes: int = 0
 
     def describe(self) -> str:
         lines = ["# dask plan"]
         for where_, why in self.whole.items():
             lines.append(f"{where_}: rechunked to one chunk ({why})")
-        for text in self.reductions:
-            lines.append(text)
+        lines.extend(self.matmuls)
+        lines.extend(self.reductions)
         lines.append(f"block programs checked against the whole program: {self.verified_shapes} block shape(s)")
         return "\n".join(lines)
 
@@ -323,13 +440,14 @@ def call(compiled, args, kwargs):
         if name not in statics and (is_dask_array(value) or isinstance(value, np.ndarray)):
             raise DaskPlanError(f"{compiled.__name__}: pass arrays positionally when calling with Dask arrays "
                                 f"(keyword {name!r}){where()}")
-    template, arrays = [], []
+    template, arrays, names = [], [], []
     for k, a in enumerate(args):
         if k in sig.static_argnums:
             template.append(a)
         elif is_dask_array(a) or (isinstance(a, np.ndarray) and a.ndim > 0):
             template.append(_ARRAY)
             arrays.append(a if is_dask_array(a) else da.from_array(a, chunks=a.shape))
+            names.append(f"argument {k}")
         else:
             for leaf in pytree.flatten(a)[0]:
                 if is_dask_array(leaf):
@@ -338,9 +456,83 @@ def call(compiled, args, kwargs):
             template.append(a)
     program = _program(compiled, tuple(template), dict(kwargs))
     plan = Plan()
-    graph, structure = _trace(program, [_placeholder(a.shape, a.dtype) for a in arrays])
-    sy, in_syms, out_syms, finals, node_syms = _analyze(graph)
-    arrays = _rechunk_whole(da, arrays, in_syms, sy, plan)
+    _, structure, traced = _trace(program, [_placeholder(a.shape, a.dtype) for a in arrays])
+    cuts = _cuts(program, traced, arrays)
+    binds = program.binds.get(_key(arrays), [])
+    sy = given = None
+    if cuts:  # axis symbols of the whole program, matmul results included (so stages line up their chunks)
+        sy, given, _, _, node_syms = _analyze(traced, cut={id(binds[j]) for j in cuts})
+        arrays = _rechunk_whole(da, arrays, given, sy, plan, names)
+        given += [[x if x is None or isinstance(x, int) else sy.new() for x in node_syms[id(binds[j])]]
+                  for j in cuts]  # (an axis made by a step, not an argument's: a symbol of its own)
+    results, first = {}, {}
+    for s in cuts:  # each matmul over chunked data: the program up to it, then Dask's blocked matmul
+        node = binds[s]
+        if id(node) in first:  # (the same product again: one node in the graph, one Dask matmul)
+            results[s] = results[first[id(node)]]
+            continue
+        first[id(node)] = s
+        earlier = [j for j in cuts if j < s]
+        operands = _run_stage(da, program.stage(s, earlier, ()), arrays + [results[j] for j in earlier],
+                              names + [_result_name(binds, j) for j in earlier], plan, compiled.__name__, sy,
+                              given[:len(arrays) + len(earlier)])
+        if node.op == "matmul":
+            out = da.matmul(*operands)
+            what = " @ ".join(str(x.shape) for x in operands)
+        else:
+            out = da.einsum(node.kw["subscripts"], *operands)
+            what = f"{node.kw['subscripts']!r} of " + ", ".join(str(x.shape) for x in operands)
+        results[s] = out if out.dtype == node.aval.dtype else out.astype(node.aval.dtype)
+        plan.matmuls.append(f"{node.op} {s}: {what} as Dask's blocked {node.op} "
+                            f"(chunks {' and '.join(_chunks(x) for x in operands)})")
+    stage = program.stage(None, cuts, ()) if cuts else program
+    outs = _run_stage(da, stage, arrays + [results[j] for j in cuts], names + [_result_name(binds, j) for j in cuts],
+                      plan, compiled.__name__, sy, given)
+    _last_plans[compiled.__name__] = plan
+    return pytree.unflatten(structure, outs)
+
+
+def _key(arrays) -> tuple:
+    return tuple((tuple(a.shape), np.dtype(a.dtype)) for a in arrays)
+
+
+def _chunks(x) -> str:
+    return "x".join(str(c[0]) if len(set(c)) == 1 else f"{c[0]}..{c[-1]}" for c in x.chunks)
+
+
+def _result_name(binds, j) -> str:
+    return f"{binds[j].op} {j} result"
+
+
+def _cuts(program, graph, arrays) -> list[int]:
+    """The contractions (by call order) the program is cut at: live ones reading chunked
+    data (``graph``: as traced, before the passes made other nodes)."""
+    live = {id(n) for n in toposort(graph.outputs)}
+    cuts = []
+    for j, node in enumerate(program.binds.get(_key(arrays), ())):
+        if node is None or id(node) not in live:
+            continue
+        if node.op == "einsum" and any(len(set(spec)) < len(spec) for spec in
+                                       parse_einsum(node.kw["subscripts"])[0]):
+            continue  # (a diagonal: inside the block program, axes whole)
+        read = [n.kw["index"] for n in toposort(node.inputs) if n.op == "input"]
+        if any(np.prod(arrays[k].numblocks) > 1 for k in read if k < len(arrays)):
+            cuts.append(j)
+    return cuts
+
+
+def _run_stage(da, program, arrays, names, plan, fn_name, sy=None, given=None):
+    """The Dask arrays of ``program``'s results over ``arrays`` (``given``: their axis
+    symbols in ``sy``, when the call is cut into stages). Arrays a result does not
+    read are not shipped to its blocks."""
+    graph, _, _ = _trace(program, [_placeholder(a.shape, a.dtype) for a in arrays])
+    n_out = len(graph.outputs)
+    if n_out > 1 and program.only is None:  # each result its own program, over the arrays it reads
+        return [x for k in range(n_out)
+                for x in _run_stage(da, program.stage(program.stop, program.replaced, (), only=k),
+                                    arrays, names, plan, fn_name, sy, given)]
+    sy, in_syms, out_syms, finals, node_syms = _analyze(graph, sy, given)
+    arrays = _rechunk_whole(da, arrays, in_syms, sy, plan, names)
     for _ in range(3):  # whole axes found by comparing block programs are added, then planned again
         inds, letters = _indices(in_syms, sy)  # (one letter per joined symbol)
         chunkss, arrays = da.core.unify_chunks(*[x for a, ind in zip(arrays, inds) for x in (a, ind)])
@@ -349,13 +541,23 @@ def call(compiled, args, kwargs):
             break
         for k, axis in bad:
             sy.need_whole(in_syms[k][axis], "a constant made from the chunked extent (the block program differs)")
-        arrays = _rechunk_whole(da, arrays, in_syms, sy, plan)
+        arrays = _rechunk_whole(da, arrays, in_syms, sy, plan, names)
     else:
-        raise DaskPlanError(f"{compiled.__name__}: no partitioning of these Dask arrays gives block programs "
+        raise DaskPlanError(f"{fn_name}: no partitioning of these Dask arrays gives block programs "
                             f"equal to the whole program{where()}")
-    _last_plans[compiled.__name__] = plan
-    outs = _outputs(da, program, graph, arrays, inds, letters, out_syms, finals, sy, plan, node_syms)
-    return pytree.unflatten(structure, outs)
+    read = {n.kw["index"] for n in toposort(graph.outputs) if n.op == "input"}
+    kept = [k for k in range(len(arrays)) if k in read]
+    block_program = program
+    if len(kept) < len(arrays):  # the others: traced zeros of the block's extents stand in
+        dropped = []
+        for k in range(len(arrays)):
+            if k not in read:
+                refs = tuple(next(((p, ind.index(c)) for p, ind in enumerate(inds[i] for i in kept) if c in ind),
+                                  None) for c in inds[k])
+                dropped.append((k, tuple(arrays[k].shape), np.dtype(arrays[k].dtype), refs))
+        block_program = program.stage(program.stop, program.replaced, dropped, program.only)
+    pairs = [x for k in kept for x in (arrays[k], inds[k])]
+    return _outputs(da, block_program, graph, arrays, pairs, inds, letters, out_syms, finals, sy, plan, node_syms)
 
 
 # compiled function -> {(argument template, keywords): its _Program}: a call with the
@@ -381,19 +583,31 @@ def _placeholder(shape, dtype):
 
 
 def _trace(program: _Program, placeholders):
-    """The program's graph for arrays of these shapes, and its result structure."""
+    """The program's graph for arrays of these shapes, and its result structure
+    (and the matmuls it calls, in ``program.binds``, when the program is not a stage)."""
     c = program.compiled("generic")
-    built = c._program(c.signature.split(tuple(placeholders), {}))
-    return built.graph, built.out_tree
+    key = _key(placeholders)
+    counting = program.stop is None and not program.replaced
+    with program.lock:
+        if counting:
+            program.counting = []
+        try:
+            built = c._program(c.signature.split(tuple(placeholders), {}))
+        finally:
+            if counting:
+                if program.counting or key not in program.binds:  # (empty when this trace was cached)
+                    program.binds[key] = program.counting
+                program.counting = None
+    return built.graph, built.out_tree, (built.stages[0][1] if built.stages else built.graph)
 
 
-def _rechunk_whole(da, arrays, in_syms, sy, plan):
+def _rechunk_whole(da, arrays, in_syms, sy, plan, names):
     out = []
-    for k, (a, syms) in enumerate(zip(arrays, in_syms)):
+    for name, a, syms in zip(names, arrays, in_syms):
         axes = {ax: -1 for ax, s in enumerate(syms) if sy.is_whole(s) and len(a.chunks[ax]) > 1}
         for ax, s in enumerate(syms):
             if sy.is_whole(s):
-                plan.whole.setdefault(f"argument {k} axis {ax}", sy.whole[sy.find(s)])
+                plan.whole.setdefault(f"{name} axis {ax}", sy.whole[sy.find(s)])
         out.append(a.rechunk(axes) if axes else a)
     return out
 
@@ -428,13 +642,13 @@ def _verify_blocks(program, graph, arrays, inds, chunkss, plan):
         count += 1
         size = dict(zip(letters, pick))
         shapes = [tuple(size[c] for c in ind) for ind in inds]
-        block, _ = _trace(program, [_placeholder(s, a.dtype) for s, a in zip(shapes, arrays)])
+        block, _, _ = _trace(program, [_placeholder(s, a.dtype) for s, a in zip(shapes, arrays)])
         if _differs(graph, block):
             for k, (s, a) in enumerate(zip(shapes, arrays)):
                 for ax, d in enumerate(s):
                     if d != a.shape[ax]:
                         bad.add((k, ax))
-    plan.verified_shapes = count
+    plan.verified_shapes += count
     return sorted(bad)
 
 
@@ -460,12 +674,14 @@ def _differs(whole: Graph, block: Graph) -> bool:
     return False
 
 
-def _outputs(da, program, graph, arrays, inds, letters, out_syms, finals, sy, plan, node_syms):
+def _outputs(da, program, graph, arrays, pairs, inds, letters, out_syms, finals, sy, plan, node_syms):
     pool = iter(c for c in string.ascii_letters if c not in "".join(inds))
     results = []
-    pairs = [x for a, ind in zip(arrays, inds) for x in (a, ind)]
     for k, out in enumerate(graph.outputs):
         aval, syms = out.aval, out_syms[k]
+        if out.op == "input" and k not in finals:  # (an argument returned as it is: no block program)
+            results.append(arrays[out.kw["index"]])
+            continue
         final = finals.get(k)
         if final is not None:
             op, reduced, axes, keepdims = final

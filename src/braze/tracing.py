@@ -253,6 +253,9 @@ class GraphContext:
         self.guards: list[tuple[Node, np.ndarray, str]] = []  # (node, value traced with, what)
         self._values: dict[int, Any] = {}
         self.converted = False  # a traced value was converted to a NumPy array (``__array__``)
+        # op -> hook(args, params, record): stands in for recording ``op`` (``record()`` records
+        # it as usual); braze.distributed cuts programs at matmuls with one
+        self.hooks: dict[str, Callable] = {}
 
     def can_break(self) -> bool:
         return self.concrete is not None and not self.strict
@@ -422,6 +425,12 @@ class GraphContext:
         return node
 
     def process(self, op: str, args: tuple, params: dict):
+        hook = self.hooks.get(op)
+        if hook is not None:
+            return hook(args, params, lambda: self._process(op, args, params))
+        return self._process(op, args, params)
+
+    def _process(self, op: str, args: tuple, params: dict):
         if op in _INT_CHECKED and any(type(a) is int for a in args):
             settled = _python_ints(op, args)
             if settled is not None:

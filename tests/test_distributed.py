@@ -149,6 +149,47 @@ def test_gradients_through_blocked_matmuls():
     assert braze.explain(grad, x, wd).count("blocked matmul") == 3  # (the product, and one per cotangent)
 
 
+def positive_roots(x):
+    return np.sqrt(x[x > 0])  # (a length only the data decides)
+
+
+def branchy(x):
+    if x.sum() > 0:  # (control flow on a traced value)
+        return x * 2
+    return x[:5] * 3
+
+
+def histogram_counts(x):
+    return np.histogram(x, bins=5)[0], np.unique(np.round(x))
+
+
+@pytest.mark.parametrize("fn", [positive_roots, branchy, histogram_counts])
+def test_graph_breaks_run_the_whole_program_as_one_task_with_unknown_extents(fn):
+    x = da.from_array(X, chunks=(100, 20))
+    f = braze.compile(fn, target="cpu")
+    got = f(x)
+    for g, w in zip(got if isinstance(got, tuple) else (got,), fn(X) if isinstance(got, tuple) else (fn(X),)):
+        assert all(np.isnan(d) for d in g.shape)  # (never an extent the data may contradict)
+        np.testing.assert_array_equal(g.compute(scheduler="threads"), w)
+    assert "graph breaks: the whole program runs as one task" in braze.explain(f, x)
+
+
+def test_each_call_follows_its_own_data_through_a_branch():
+    f = braze.compile(branchy, target="cpu")
+    for data in (X + 1, X - 1):  # (sums of either sign: both branches)
+        got = f(da.from_array(data, chunks=(100, 20))).compute(scheduler="threads")
+        np.testing.assert_array_equal(got, branchy(data))
+
+
+def test_writing_into_a_dask_argument_is_refused():
+    def bump(x):
+        x += 1
+        return x
+
+    with pytest.raises(braze.distributed.DaskPlanError, match="writes into its argument"):
+        braze.compile(bump, target="cpu")(da.from_array(X, chunks=(100, 20)))
+
+
 def test_a_constant_made_from_a_chunked_extent_keeps_that_axis_whole():
     def centered(a):
         return a - a.sum() / a.shape[0] / a.shape[1]  # (NumPy code computing a mean by hand)

@@ -415,10 +415,16 @@ class Plan:
     whole: dict = field(default_factory=dict)   # "argument k axis a" -> why
     reductions: list = field(default_factory=list)
     matmuls: list = field(default_factory=list)
+    breaks: list = field(default_factory=list)
     verified_shapes: int = 0
 
     def describe(self) -> str:
         lines = ["# dask plan"]
+        if self.breaks:
+            lines.append("graph breaks: the whole program runs as one task on the whole arrays (results whose "
+                         "extents a break decides have unknown chunk sizes until computed)")
+            lines.extend(f"  {note}" for note in self.breaks)
+            return "\n".join(lines)
         for where_, why in self.whole.items():
             lines.append(f"{where_}: rechunked to one chunk ({why})")
         lines.extend(self.matmuls)
@@ -456,7 +462,15 @@ def call(compiled, args, kwargs):
             template.append(a)
     program = _program(compiled, tuple(template), dict(kwargs))
     plan = Plan()
-    _, structure, traced = _trace(program, [_placeholder(a.shape, a.dtype) for a in arrays])
+    _, structure, traced, built = _trace(program, [_placeholder(a.shape, a.dtype) for a in arrays])
+    if built.mutated:
+        raise DaskPlanError(f"{compiled.__name__} writes into its argument(s) "
+                            f"{', '.join(built.graph.input_names[k] for k in built.mutated)} in place; Dask arrays "
+                            f"cannot be written: return the new values instead{where()}")
+    if built.breaks:
+        outs = _whole_program(da, program, built, arrays, plan)
+        _last_plans[compiled.__name__] = plan
+        return pytree.unflatten(structure, outs)
     cuts = _cuts(program, traced, arrays)
     binds = program.binds.get(_key(arrays), [])
     sy = given = None
@@ -492,6 +506,44 @@ def call(compiled, args, kwargs):
     return pytree.unflatten(structure, outs)
 
 
+def _whole_program(da, program, built, arrays, plan):
+    """A program with graph breaks (a branch on a traced value, a data-dependent
+    shape, a call braze does not trace): one task on the whole arrays, the
+    compiled function itself (re-specializing at its guards as on NumPy arrays).
+    A result's extents are unknown until computed (``nan`` chunks, as Dask's own
+    ``x[mask]``) when a break could change them."""
+    import dask
+
+    n = built.n_out
+    results = dask.delayed(_Leaves(program, [(o.aval.ndim, o.aval.dtype) for o in built.graph.outputs[:n]]),
+                           pure=True)(*arrays)
+    outs = []
+    for k, out in enumerate(built.graph.outputs[:n]):
+        known = not built.guards and all(m.op != "host_call" for m in toposort([out]))
+        shape = out.aval.shape if known else tuple(np.nan for _ in out.aval.shape)
+        outs.append(da.from_delayed(results[k], shape=shape, dtype=out.aval.dtype,
+                                    meta=np.empty((0,) * out.aval.ndim, out.aval.dtype)))
+    plan.breaks = [note for note in built.graph.notes if note.startswith("graph break")]
+    return outs
+
+
+class _Leaves:
+    """The compiled program's results on whole arrays, checked against the ranks
+    and dtypes the Dask arrays promised."""
+
+    def __init__(self, program, expected):
+        self.program, self.expected = program, expected
+
+    def __call__(self, *arrays):
+        leaves = [np.asarray(x) for x in pytree.flatten(self.program.compiled()(*arrays))[0]]
+        got = [(x.ndim, x.dtype) for x in leaves]
+        if got != [(nd, np.dtype(dt)) for nd, dt in self.expected]:
+            raise DaskPlanError(f"the results' ranks and dtypes {got} differ from those traced "
+                                f"{self.expected}: a graph break changed them; call .compute() on the "
+                                "arguments and call the function on NumPy arrays")
+        return leaves
+
+
 def _key(arrays) -> tuple:
     return tuple((tuple(a.shape), np.dtype(a.dtype)) for a in arrays)
 
@@ -525,7 +577,7 @@ def _run_stage(da, program, arrays, names, plan, fn_name, sy=None, given=None):
     """The Dask arrays of ``program``'s results over ``arrays`` (``given``: their axis
     symbols in ``sy``, when the call is cut into stages). Arrays a result does not
     read are not shipped to its blocks."""
-    graph, _, _ = _trace(program, [_placeholder(a.shape, a.dtype) for a in arrays])
+    graph, _, _, _ = _trace(program, [_placeholder(a.shape, a.dtype) for a in arrays])
     n_out = len(graph.outputs)
     if n_out > 1 and program.only is None:  # each result its own program, over the arrays it reads
         return [x for k in range(n_out)
@@ -598,7 +650,7 @@ def _trace(program: _Program, placeholders):
                 if program.counting or key not in program.binds:  # (empty when this trace was cached)
                     program.binds[key] = program.counting
                 program.counting = None
-    return built.graph, built.out_tree, (built.stages[0][1] if built.stages else built.graph)
+    return built.graph, built.out_tree, (built.stages[0][1] if built.stages else built.graph), built
 
 
 def _rechunk_whole(da, arrays, in_syms, sy, plan, names):
@@ -642,7 +694,7 @@ def _verify_blocks(program, graph, arrays, inds, chunkss, plan):
         count += 1
         size = dict(zip(letters, pick))
         shapes = [tuple(size[c] for c in ind) for ind in inds]
-        block, _, _ = _trace(program, [_placeholder(s, a.dtype) for s, a in zip(shapes, arrays)])
+        block, _, _, _ = _trace(program, [_placeholder(s, a.dtype) for s, a in zip(shapes, arrays)])
         if _differs(graph, block):
             for k, (s, a) in enumerate(zip(shapes, arrays)):
                 for ax, d in enumerate(s):

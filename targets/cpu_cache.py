@@ -30,6 +30,36 @@ import numba
 from braze._version import __version__
 from braze.log import logger
 
+
+def _defer_blas_check() -> None:
+    """Keep numba's start-up from importing ``scipy.linalg`` (64 ms of a 0.2 s warm first call).
+
+    Loading the first kernel initializes numba's CPU target, which imports
+    ``numba.np.arraymath``; that module asks at import whether BLAS is there by
+    importing ``scipy.linalg.cython_blas``. braze's kernels never call BLAS from
+    numba (matmul and einsum call NumPy's BLAS), so the question is answered
+    from whether SciPy is installed, without importing it; numba's own check
+    runs unchanged when a numba function really uses BLAS.
+    """
+    if "numba.np.arraymath" in sys.modules:
+        return
+    from numba.np import linalg
+
+    check = linalg.ensure_blas
+
+    def installed():
+        if importlib.util.find_spec("scipy") is None:
+            raise ImportError("scipy 0.16+ is required for linear algebra")
+
+    linalg.ensure_blas = installed
+    try:
+        import numba.np.arraymath  # noqa: F401
+    finally:
+        linalg.ensure_blas = check
+
+
+_defer_blas_check()
+
 _lock = threading.RLock()
 _loaded: dict[tuple, object] = {}     # (key, function name) -> dispatcher
 _modules: dict[str, object] = {}      # key -> imported module

@@ -59,7 +59,8 @@ SCRIPT = textwrap.dedent("""
     y = braze.compile(layer, target="cpu")(x, np.ones(256, np.float32))
     ok = bool(np.allclose(y, layer(x, np.ones(256, np.float32)), rtol=1e-4, atol=1e-5))
     cpu_cache.wait_background()
-    print(json.dumps(dict(cpu_cache.info(), ok=ok)))
+    print(json.dumps(dict(cpu_cache.info(), ok=ok, scipy_installed="scipy" in sys.modules,
+                          scipy_linalg="scipy.linalg" in sys.modules)))
 """)
 
 
@@ -80,6 +81,9 @@ def test_a_second_process_loads_everything_from_disk(tmp_path):
     assert second["numba_compiles"] == 0, second
     assert second["numba_disk_hits"] >= 1
     assert second["modules_written"] == 0 and second["modules_reused"] == first["modules_written"]
+    # numba's start-up asks whether BLAS is there by importing scipy.linalg (64 ms); braze's
+    # kernels call no BLAS from numba, so loading them must not import it
+    assert second["scipy_installed"] and not second["scipy_linalg"], second
 
 
 def test_corrupt_entries_are_rebuilt_with_one_warning(tmp_path):

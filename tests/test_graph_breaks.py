@@ -266,3 +266,21 @@ def test_a_boolean_mask_selection_is_differentiable_compiled_as_eagerly():
         g = grad(x)
         np.testing.assert_allclose(g, braze.grad(loss)(x), rtol=1e-12)
         np.testing.assert_allclose(g, central_differences(loss, x), rtol=1e-5, atol=1e-7)
+
+
+
+
+def test_a_call_that_overwrites_its_converted_argument_keeps_the_guard_value():
+    """LAPACK routines called through f2py (here dgtsv, column by column, in the
+    corpus's ocean-model routine) may write into the arrays they are given; the
+    value a break was specialized on must stay the one traced with (it was
+    overwritten, every call failed its guard, and the program fell back to NumPy)."""
+    from programs import with_scipy
+
+    fn, make, _, small, _ = with_scipy.EXAMPLES["implicit_vertical_mixing"]
+    g = braze.compile(fn, target="generic")
+    args = make(small)
+    for _ in range(3):
+        for got, want in zip(g(*args), fn(*args)):
+            np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert not [r for r in g.cache_info().reasons if "re-specialized" in r]  # (the guards held)

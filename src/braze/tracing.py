@@ -251,7 +251,7 @@ class GraphContext:
         self.concrete: list | None = None
         self.strict = False  # compile(fullgraph=True): no breaks
         self.guards: list[tuple[Node, np.ndarray, str]] = []  # (node, value traced with, what)
-        self._values: dict[int, Any] = {}
+        self._values: dict[int, tuple] = {}  # id(node) -> (node, its value)
         self.converted = False  # a traced value was converted to a NumPy array (``__array__``)
         # op -> hook(args, params, record): stands in for recording ``op`` (``record()`` records
         # it as usual); braze.distributed cuts programs at matmuls with one
@@ -261,13 +261,19 @@ class GraphContext:
         return self.concrete is not None and not self.strict
 
     def value(self, node: Node):
-        """The value of ``node`` in the call being traced (NumPy, memoized)."""
-        if id(node) in self._values:
-            return self._values[id(node)]
+        """The value of ``node`` in the call being traced (NumPy, memoized).
+
+        The memo holds each node with its value: keyed by ``id`` alone, a node
+        that died (a temporary of a loop) could pass its value to a new node
+        given the same address."""
         values = self._values
+        hit = values.get(id(node))
+        if hit is not None and hit[0] is node:
+            return hit[1]
         with np.errstate(all="ignore"):
             for n in toposort([node]):
-                if id(n) in values:
+                hit = values.get(id(n))
+                if hit is not None and hit[0] is n:
                     continue
                 if n.op == "input":
                     v = self.concrete[n.kw["index"]]
@@ -276,9 +282,9 @@ class GraphContext:
                 elif n.op == "const":
                     v = n.kw["value"].value
                 else:
-                    v = NUMPY_IMPL[n.op](*(values[id(i)] for i in n.inputs), **n.kw)
-                values[id(n)] = v
-        return values[id(node)]
+                    v = NUMPY_IMPL[n.op](*(values[id(i)][1] for i in n.inputs), **n.kw)
+                values[id(n)] = (n, v)
+        return values[id(node)][1]
 
     def specialize(self, tracer: "Tracer", convert: Callable, what: str):
         """``convert`` of the traced value's concrete value, and a guard on it."""
@@ -286,8 +292,14 @@ class GraphContext:
         value = np.array(self.value(node), copy=True)
         loc = where()
         self.converted |= convert is np.asarray
+        # The code given the value gets a read-only view: the guard keeps the value
+        # traced with (a LAPACK call that overwrote its argument changed it, and every
+        # call then failed the guard), and a write meant for the traced array fails
+        # loudly instead of going to a copy the program never reads.
+        given = value.view()
+        given.flags.writeable = False
         try:
-            result = convert(value[()] if tracer._is_scalar() else value)
+            result = convert(value[()] if tracer._is_scalar() else given)
         except (TypeError, ValueError) as exc:  # as NumPy would refuse it (bool of many elements, ...)
             raise ConcretizationError(f"a traced value {node.aval} was {what}{loc}, which NumPy refuses for "
                                       f"this value: {type(exc).__name__}: {exc}") from exc
@@ -343,11 +355,11 @@ class GraphContext:
             self.guards.append((Node.make("pick", (node,), call.avals[0], index=0), None, name))
             return pytree.unflatten(out_tree, [])
         node = Node.make("host_call", nodes, call.avals, call=call)
-        self._values[id(node)] = tuple(arrays + written)
+        self._values[id(node)] = (node, tuple(arrays + written))
         picks = []
         for k, a in enumerate(arrays + written):
             pick = Node.make("pick", (node,), node.aval[k], index=k)
-            self._values[id(pick)] = a
+            self._values[id(pick)] = (pick, a)
             picks.append(pick)
         outs = [Tracer(self, p, scalar=not isinstance(leaf, np.ndarray)) for p, leaf in zip(picks, out_leaves)]
         for t, p in zip(traced, picks[len(arrays):]):

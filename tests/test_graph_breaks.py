@@ -28,6 +28,15 @@ def nonzero_gather(x):
     return idx * 2, x[idx] + 1
 
 
+def mean_over_count(x):
+    n = len(x[x > 0])  # the result is dropped; its length lives on as a Python int
+    return x.sum() / n
+
+
+def scaled_by_nonzero_size(x):
+    return x * np.nonzero(x > 0)[0].size
+
+
 def unique_rounded(x):
     return np.unique(np.round(x * 3)) + 1
 
@@ -91,6 +100,8 @@ CASES = {
     "histogram": (histogram, lambda rng: (rng.random(40),)),
     "masked_mean": (masked_mean, lambda rng: (rng.random(20),)),
     "nonzero_gather": (nonzero_gather, lambda rng: (rng.random(10),)),
+    "mean_over_count": (mean_over_count, lambda rng: (rng.standard_normal(16) + 0.5,)),
+    "scaled_by_nonzero_size": (scaled_by_nonzero_size, make_1d),
     "unique_rounded": (unique_rounded, lambda rng: (rng.random(10),)),
     "branch": (branch, make_1d),
     "scaled_by_max": (scaled_by_max, lambda rng: (rng.random(6) + 0.5,)),

@@ -361,6 +361,10 @@ class GraphContext:
             pick = Node.make("pick", (node,), node.aval[k], index=k)
             self._values[id(pick)] = (pick, a)
             picks.append(pick)
+        # The call runs in every call of the program, even when no result reaches
+        # an output: the code may have read its results' shapes into Python numbers
+        # (``len(x[mask])``), and running it is what checks they still hold.
+        self.guards.append((picks[0], None, name))
         outs = [Tracer(self, p, scalar=not isinstance(leaf, np.ndarray)) for p, leaf in zip(picks, out_leaves)]
         for t, p in zip(traced, picks[len(arrays):]):
             t._update(Tracer(self, p))

@@ -69,3 +69,60 @@ def test_one_break_costs_one_region_boundary(benchmark, data):
     print(f"\none break: whole {total * 1e3:.2f} ms, parts {parts * 1e3:.2f} ms (ratio {total / parts:.3f}), "
           f"NumPy {numpy_whole * 1e3:.2f} ms")
     benchmark.pedantic(f_whole, args=(x,), rounds=5, iterations=1)
+
+
+# ---- boolean-mask selection: count-then-fill kernels (issue 16, part 2)
+
+M = 4_000_000
+
+
+def select_one(x):
+    return x[x > 0.5]
+
+
+def select_two(x, y):
+    m = (x > 0.2) & (y < 0.7)
+    return x[m], y[m] * 2.0
+
+
+def select_exp(x, y):
+    return np.exp(y)[(x > 0.5) & (y < 0.9)]
+
+
+SELECTIONS = {  # program; the break path's region: the mask and the arrays it selects from
+    "x[x > 0.5]": (select_one, lambda x: (x > 0.5, x)),
+    "x[m], y[m] * 2 (m over x and y)": (select_two, lambda x, y: ((x > 0.2) & (y < 0.7), x, y * 2.0)),
+    "np.exp(y)[m]": (select_exp, lambda x, y: ((x > 0.5) & (y < 0.9), np.exp(y))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SELECTIONS))
+def test_mask_selection_count_then_fill(benchmark, name):
+    """A boolean-mask selection on cpu, fused with the mask's producers, against
+    NumPy and against the break-based path measured in the same run (the mask
+    and the values computed by braze, the positions found by NumPy's
+    ``flatnonzero``, then gathers): the issue's choice is the faster of the two."""
+    fn, region = SELECTIONS[name]
+    rng = np.random.default_rng(1)
+    args = (rng.random(M),) if fn is select_one else (rng.random(M), rng.random(M))
+    f = braze.compile(fn, target="cpu")
+    r = braze.compile(region, target="cpu")
+    got, want = f(*args), fn(*args)
+    for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+        np.testing.assert_allclose(g, w, rtol=4e-16, atol=0)  # (exp: braze's, within an ulp)
+
+    def break_path(*a):
+        mask, *values = r(*a)
+        picked = np.flatnonzero(mask)
+        return tuple(v.take(picked) for v in values)
+
+    break_path(*args)
+    from braze.targets import cpu_cache
+
+    cpu_cache.wait_background()
+    fused, broken, numpy = _median(f, *args), _median(break_path, *args), _median(fn, *args)
+    benchmark.extra_info.update({"braze s": round(fused, 6), "break path s": round(broken, 6),
+                                 "numpy s": round(numpy, 6)})
+    print(f"\n{name}, {M:,} f64: count-then-fill {fused * 1e3:.2f} ms, break path {broken * 1e3:.2f} ms "
+          f"({broken / fused:.2f}x), NumPy {numpy * 1e3:.2f} ms ({numpy / fused:.2f}x)")
+    benchmark.pedantic(f, args=args, rounds=5, iterations=1)

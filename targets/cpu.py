@@ -23,6 +23,7 @@ import os
 import numpy as np  # noqa: E402
 
 from braze.core import NUMPY_IMPL, PRIMITIVES  # noqa: E402
+from braze.errors import GuardFailed  # noqa: E402
 from braze.fusion import Loop, Program  # noqa: E402
 from braze.graph import Graph  # noqa: E402
 from braze.pipeline import fused  # noqa: E402
@@ -94,6 +95,7 @@ def _loop_runner(loop: Loop, slot_of: dict, kernel, ks, buffers: dict, tier_up: 
     consts = tuple(np.asarray(c.kw["value"].value).astype(c.aval.dtype)[()] for c in ks.consts)
 
     trig = ks.has_trig
+    length = loop.compact[0].kw["length"] if loop.compact else None
 
     def run(call: _Call):
         nonlocal kernel
@@ -104,7 +106,7 @@ def _loop_runner(loop: Loop, slot_of: dict, kernel, ks, buffers: dict, tier_up: 
             out = _buffer(spec, shape, dtype, call)
             slots[slot] = out
             flats.append(out.reshape(-1))
-        extra = (np.zeros(1, np.int8),) if trig else ()
+        extra = (np.zeros(1, np.int8),) if trig else ((np.zeros(1, np.int64),) if length is not None else ())
         first = pending[1]
         if first:
             pending[1] = False
@@ -119,6 +121,8 @@ def _loop_runner(loop: Loop, slot_of: dict, kernel, ks, buffers: dict, tier_up: 
                 else "compiled by numba"
             cpu_cache.logger.info("%s (%s): %s in %.1f ms", loop.name, kernel.py_func.__name__, how,
                                   (time.perf_counter() - t0) * 1e3)
+        if length is not None and extra[0][0] != length:  # the mask selected another number of elements
+            raise GuardFailed(f"a boolean mask selected {int(extra[0][0])} elements; traced with {length}")
         if trig and extra[0][0]:  # a sin/cos argument beyond the vector range: exact rerun
             cpu_cache.load(ks.source, "kernel_exact")(*args, *flats, *sizes, *consts, *extra)
         if pending[0]:
@@ -212,7 +216,7 @@ class CPUTarget(Target):
     def lower(self, graph: Graph, donated=frozenset(), mutable=frozenset()) -> Executable:
         record: dict = {}
         t0 = time.perf_counter()
-        program = fused(graph, record)
+        program = fused(graph, record, compact=True)
         t1 = time.perf_counter()
         executable = lower_program(program, frozenset(donated), frozenset(mutable))
         executable.times = {"fuse": t1 - t0, "codegen": time.perf_counter() - t1}

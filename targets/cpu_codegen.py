@@ -132,8 +132,8 @@ class LoopCodegen:
         self._names = 0
         self._blocking = False
         self._hoist: list[str] | None = None
-        self.has_trig = any(m.op in TRIG and np.dtype(m.aval.dtype) in (np.float32, np.float64)
-                            for m in loop.members) and all(
+        self.has_trig = not loop.compact and any(m.op in TRIG and np.dtype(m.aval.dtype) in (np.float32, np.float64)
+                                                 for m in loop.members) and all(
             rt.has_vector_math(op, sfx) for op in TRIG for sfx in ("f32", "f64"))
         self.exact = False
         self._plan_passes()
@@ -199,7 +199,7 @@ class LoopCodegen:
         self.dep = dep
         self.npasses = max(self.pass_of.values(), default=0)
         self.full_outputs = [o for o in loop.outputs if self.space[id(o)] == "full"]
-        self.row_outputs = [o for o in loop.outputs if self.space[id(o)] != "full"]
+        self.row_outputs = [o for o in loop.outputs if self.space[id(o)] not in ("full", "compact")]
         self.write_pass = {
             id(o): max(dep[id(o)] + 1, self.npasses) if dep[id(o)] == self.npasses else self.npasses
             for o in self.full_outputs
@@ -366,7 +366,9 @@ class LoopCodegen:
             self.nin = self.r if self.r else (1 if self.R >= 1 else 0)
             self.rng = "prange" if parallel else "range"
             body = Writer()
-            if self.R == 0:
+            if loop.compact:
+                self._compact_body(body)
+            elif self.R == 0:
                 self._scalar_body(body)
             elif self.od == 0 and self.R == 1 and not self.npasses and not self.has_trig and not self.row_outputs:
                 self._flat_body(body)
@@ -387,6 +389,7 @@ class LoopCodegen:
             + [f"d{k}" for k in range(self.R)]
             + [f"c{k}" for k in range(len(self.consts))]
             + (["tf"] if self.has_trig else [])
+            + (["cf"] if loop.compact else [])
         )
         flags = f"parallel={parallel}, fastmath={FASTMATH}, {FLAGS}"
         return f"\n\n@njit({flags})\ndef {name}({', '.join(args)}):\n" + "\n".join(body.lines) + "\n"
@@ -637,6 +640,85 @@ class LoopCodegen:
             value = env[id(out)] if id(out) in env else self._value_now(w, out, env)
             w(f"o{self.out_index[id(out)]}[0] = {value}")
         self._trig_close(w)
+
+    def _compact_body(self, w: Writer) -> None:
+        """Boolean-mask selections (``compress`` members sharing one mask) with the
+        elementwise producers of the mask and the values: a count pass over chunks
+        of rows, a prefix sum, then a fill pass in which each chunk writes from
+        its offset, branch-free (every element is stored at the chunk's next free
+        slot, which advances when the mask holds; the store stops at the chunk's
+        end). ``cf[0]`` gets the count; the launcher checks it against the length
+        traced and the fill pass runs only when they agree."""
+        loop, R = self.loop, self.R
+        self.od, self.nin = 0, R
+        mask = loop.compact[0].inputs[1]
+        inner = " * ".join(f"d{k}" for k in range(1, R)) or "1"
+        w(f"ni = {inner}")
+        w(f"rows = max(1, {CHUNK} // max(ni, 1))" if self.rng == "prange" else "rows = max(d0, 1)")
+        w("nch = (d0 + rows - 1) // rows")
+        w("cnt = np.zeros(nch + 1, np.int64)")
+        flat = "j0"
+        for k in range(1, R):
+            flat = f"({flat} * d{k} + j{k})"
+
+        def nest():
+            w("for j0 in range(c * rows, min(d0, (c + 1) * rows)):")
+            w.indent()
+            for k in range(1, R):
+                w(f"for j{k} in range(d{k}):")
+                w.indent()
+
+        def unnest():
+            for _ in range(R):
+                w.dedent()
+
+        def element(env):
+            m = self._value(mask, env) if id(mask) in self.members else self._operand(mask, "full", env)
+            return m
+
+        w(f"for c in {self.rng}(nch):")
+        w.indent()
+        w("k = np.int64(0)")
+        nest()
+        env: dict = {"__lines__": []}
+        m = element(env)
+        for line in env["__lines__"]:
+            w(line)
+        w(f"k += np.int64({m})")
+        unnest()
+        w("cnt[c + 1] = k")
+        w.dedent()
+        w("for c in range(nch):")
+        w("    cnt[c + 1] += cnt[c]")
+        w("cf[0] = cnt[nch]")
+        first = self.out_index[id(loop.compact[0])]
+        w(f"if cnt[nch] != o{first}.shape[0]:")
+        w("    return")
+        w(f"for c in {self.rng}(nch):")
+        w.indent()
+        w("k = cnt[c]")
+        w("lim = cnt[c + 1]")
+        nest()
+        env = {"__lines__": []}
+        m = element(env)
+        picked = []
+        for sel in loop.compact:
+            values = sel.inputs[0]
+            picked.append(self._value(values, env) if id(values) in self.members
+                          else self._operand(values, "full", env))
+        outs = [(self.out_index[id(o)], self._value(o, env)) for o in self.full_outputs]
+        for line in env["__lines__"]:
+            w(line)
+        for k, value in outs:
+            w(f"o{k}[np.uint64({flat})] = {value}")
+        w("if k < lim:")
+        w.indent()
+        for sel, value in zip(loop.compact, picked):
+            w(f"o{self.out_index[id(sel)]}[np.uint64(k)] = {value}")
+        w(f"k += np.int64({m})")
+        w.dedent()
+        unnest()
+        w.dedent()
 
     def _scalar_body(self, w: Writer) -> None:
         env: dict = {"__lines__": []}

@@ -519,11 +519,11 @@ def _whole_program(da, program, built, arrays, plan):
                            pure=True)(*arrays)
     outs = []
     for k, out in enumerate(built.graph.outputs[:n]):
-        known = not built.guards and all(m.op != "host_call" for m in toposort([out]))
+        known = not built.guards and all(m.op not in ("host_call", "compress") for m in toposort([out]))
         shape = out.aval.shape if known else tuple(np.nan for _ in out.aval.shape)
         outs.append(da.from_delayed(results[k], shape=shape, dtype=out.aval.dtype,
                                     meta=np.empty((0,) * out.aval.ndim, out.aval.dtype)))
-    plan.breaks = [note for note in built.graph.notes if note.startswith("graph break")]
+    plan.breaks = [note for note in built.graph.notes if note.startswith(("graph break", "data-dependent"))]
     return outs
 
 

@@ -160,12 +160,13 @@ def _odd_argument_error(name: str, call: calling.Call, exc: Exception) -> TraceE
         f"arguments: {advice}")
 
 
-def fused(graph: Graph, record: dict | None = None) -> Fused:
+def fused(graph: Graph, record: dict | None = None, compact: bool = False) -> Fused:
     """The front half of a compiling target's ``lower``: composites left by
     selection inlined (``record``: site -> the nodes computing its results),
-    the passes rerun over the inlined bodies, the graph fused into loops."""
+    the passes rerun over the inlined bodies, the graph fused into loops
+    (``compact``: the target has count-then-fill kernels, see ``fuse``)."""
     graph, _ = run_passes(inline_composites(graph, record if record is not None else {}))
-    return fuse(graph)
+    return fuse(graph, compact)
 
 
 def run(program: Program, inputs: list, name: str, target: str, outs=None) -> list:

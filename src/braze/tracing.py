@@ -309,6 +309,27 @@ class GraphContext:
                           f"{shown} (a guard re-traces when it changes)")
         return result
 
+    def select(self, x, mask) -> "Tracer":
+        """``x[mask]`` for a traced boolean mask of ``x``'s shape: a ``compress``
+        node with the length this call selects. It stays in the program as a
+        guard (the length may have been read into Python), and a call selecting
+        another number of elements traces again."""
+        from .ops.index import compress
+
+        node = self.lift(mask)
+        length = int(np.count_nonzero(self.value(node)))
+        loc = where()
+        out = compress(x, mask, length=length)
+        traced = out
+        while not isinstance(traced, Tracer):  # watched by a gradient tape: the value it records
+            traced = traced._value_
+        if any(g is traced._node for g, _, _ in self.guards[-8:]):
+            return out  # the same selection again (one node): guarded once
+        self.guards.append((traced._node, None, f"x[mask]{loc}"))
+        self.notes.append(f"data-dependent length: x[mask]{loc} selected {length} of "
+                          f"{int(np.prod(node.aval.shape))} elements (a guard re-traces when the count changes)")
+        return out
+
     def host_call(self, fn: Callable, name: str, args: tuple, kwargs: dict, why: str):
         """``fn(*args, **kwargs)`` as a graph break: run on the concrete values now,
         recorded as one ``host_call`` node the program runs (NumPy, SciPy, whatever

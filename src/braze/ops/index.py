@@ -13,7 +13,7 @@ import numpy as np
 from .. import layout
 from ..aval import Aval
 from ..core import NONDIFFERENTIABLE, bind, declare
-from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, where
+from ..errors import DTypeError, GuardFailed, IndexOutOfRangeError, ShapeError, where
 from ._util import broadcast_shapes
 from .elementwise import convert, equal, less, where as select
 from .shape import broadcast_to, dtype_of, full, reshape, shape_of, transpose
@@ -259,6 +259,60 @@ def _diagonal_strides(strides, avals, params, aval):
     return tuple(s for i, s in enumerate(src) if i not in (a1, a2)) + (src[a1] + src[a2],)
 
 
+# ---- boolean-mask selection: a result whose length depends on the data
+
+def compress(x, mask, *, length):
+    """``x[mask]`` for a boolean ``mask`` of ``x``'s shape: the selected elements
+    in C order. Tracing saw ``length`` of them; a call selecting another number
+    raises GuardFailed (the program is traced again for it)."""
+    return bind("compress", x, mask, length=int(length))
+
+
+def expand(v, mask):
+    """Zeros of ``mask``'s shape with ``v`` at its true positions (C order):
+    the transpose of ``compress``."""
+    return bind("expand", v, mask)
+
+
+def _compress_abstract(x: Aval, mask: Aval, *, length):
+    if mask.dtype != np.bool_ or tuple(mask.shape) != tuple(x.shape):
+        raise ShapeError(f"compress: the mask must be bool of the array's shape, got {mask} for {x}{where()}")
+    return Aval((length,), x.dtype)
+
+
+def _compress_impl(x, mask, *, length):
+    picked = np.flatnonzero(mask)  # (NumPy's x[mask] is 4x slower than finding the positions first)
+    if len(picked) != length:
+        raise GuardFailed(f"a boolean mask selected {len(picked)} elements; traced with {length}")
+    return np.take(np.asarray(x).reshape(-1), picked)
+
+
+def _compress_vjp(ct, x, mask, *, out, length):
+    return expand(ct, mask), None
+
+
+def _expand_abstract(v: Aval, mask: Aval):
+    if mask.dtype != np.bool_ or v.ndim != 1:
+        raise ShapeError(f"expand: takes a 1-d value and a bool mask, got {v} and {mask}{where()}")
+    return Aval(mask.shape, v.dtype)
+
+
+def _expand_impl(v, mask):
+    mask = np.asarray(mask)
+    n = int(np.count_nonzero(mask))
+    if n != len(v):  # (a cotangent that needs no forward value can run before the compress's guard)
+        raise GuardFailed(f"a boolean mask selected {n} elements; traced with {len(v)}")
+    out = np.zeros(mask.shape, np.asarray(v).dtype)
+    out[mask] = v
+    return out
+
+
+def _expand_vjp(ct, v, mask, *, out):
+    return compress(ct, mask, length=shape_of(v)[0]), None
+
+
+declare("compress", "index", abstract=_compress_abstract, impl=_compress_impl, vjp=_compress_vjp)
+declare("expand", "index", abstract=_expand_abstract, impl=_expand_impl, vjp=_expand_vjp)
 declare("gather", "index", abstract=_gather_abstract, impl=_gather_impl, vjp=_gather_vjp)
 declare("scatter", "index", abstract=_scatter_abstract, impl=_scatter_impl, vjp=_scatter_vjp,
         inplace=_scatter_inplace, strides=lambda strides, avals, params, aval: strides[0])

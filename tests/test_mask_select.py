@@ -1,0 +1,136 @@
+"""Boolean-mask selection ``x[mask]`` (a mask of ``x``'s shape): one ``compress``
+op whose length is the data's, guarded each call; on cpu a count-then-fill
+kernel fused with the cheap elementwise producers of the mask and the values."""
+import numpy as np
+import pytest
+
+import braze
+from _compare import central_differences
+
+TARGETS = ["generic", "cpu"]
+
+
+def select(x):
+    return x[x > 0] if x.dtype != np.bool_ else x[x]
+
+
+def with_specials(x):
+    if x.dtype.kind == "f" and x.size >= 4:
+        flat = x.reshape(-1)
+        flat[:4] = [np.nan, np.inf, -np.inf, -0.0]
+    return x
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.bool_])
+@pytest.mark.parametrize("shape", [(0,), (1,), (9,), (5, 0), (4, 6), (3, 1, 5)])
+def test_selection_matches_numpy(shape, dtype, target):
+    rng = np.random.default_rng(3)
+    f = braze.compile(select, target=target)
+    for _ in range(3):  # new data each call: another count re-specializes, never a stale length
+        if dtype == np.bool_:
+            x = rng.random(shape) > 0.5
+        elif dtype == np.int64:
+            x = rng.integers(-3, 3, shape)
+        else:
+            x = (rng.standard_normal(shape) * 1e30).astype(dtype)
+        x = with_specials(x)
+        got, want = f(x), select(x)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
+def selections(x, y):
+    m = (x > 0.2) & (y < 0.7)
+    return x[m], y[m] * 2.0, (x - y)[m].sum()
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_selections_by_one_mask_are_one_count_then_fill_kernel(target):
+    rng = np.random.default_rng(0)
+    x, y = rng.random((40, 30)), rng.random((40, 30))
+    f = braze.compile(selections, target=target)
+    for got, want in zip(f(x, y), selections(x, y)):
+        np.testing.assert_allclose(got, want, rtol=1e-13)
+    if target == "cpu":
+        plan = f.lower(x, y).plan
+        kernels = [line for line in plan.splitlines() if "count-then-fill kernel" in line]
+        assert len(kernels) == 1, plan  # the mask, its producers and every selection by it
+        assert "greater, less, bitwise_and" in kernels[0] and kernels[0].count("compress") == 3, plan
+        assert "extern" not in plan, plan
+
+
+def test_transcendental_producers_stay_in_a_vectorized_kernel():
+    """The fill pass does not vectorize; an exp is cheaper computed apart."""
+    def fn(x, y):
+        return np.exp(y)[(x > 0.5) & (y < 0.9)]
+
+    rng = np.random.default_rng(1)
+    x, y = rng.random(1000), rng.random(1000)
+    f = braze.compile(fn, target="cpu")
+    np.testing.assert_allclose(f(x, y), fn(x, y), rtol=4e-16)
+    plan = f.lower(x, y).plan
+    assert any("elementwise kernel" in line and "exp" in line for line in plan.splitlines()), plan
+    assert any("count-then-fill" in line and "exp" not in line for line in plan.splitlines()), plan
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_strided_and_captured_arrays_and_a_mask_of_a_view(target):
+    rng = np.random.default_rng(2)
+    table = rng.standard_normal((6, 8))
+
+    def fn(a):
+        v = a[:, ::2]
+        return v[v > 0], table[a > 0.5], a.T[a.T < 0]
+
+    a = rng.standard_normal((6, 8))
+    f = braze.compile(fn, target=target)
+    for got, want in zip(f(a), fn(a)):
+        np.testing.assert_array_equal(got, want)
+    b = np.asfortranarray(rng.standard_normal((6, 8)))
+    for got, want in zip(f(b), fn(b)):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_a_changed_count_re_specializes_and_says_so():
+    f = braze.compile(select, target="cpu")
+    x = np.arange(-3.0, 5.0)
+    np.testing.assert_array_equal(f(x), select(x))
+    np.testing.assert_array_equal(f(x - 2), select(x - 2))
+    assert any("re-specialized: a boolean mask selected 2 elements; traced with 4" in r
+               for r in f.cache_info().reasons), f.cache_info().reasons
+    assert "data-dependent length: x[mask]" in str(f.lower(x))
+
+
+def test_large_selection_over_many_chunks_serial_then_parallel():
+    """Above the parallel threshold: the serial kernel first, then the parallel
+    one compiled in the background (chunks counted, offsets summed, filled)."""
+    from braze.targets import cpu_cache
+
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((1100, 1000))
+    f = braze.compile(lambda x: (x * 2)[np.abs(x) > 1.5], target="cpu")
+    want = (x * 2)[np.abs(x) > 1.5]
+    np.testing.assert_array_equal(f(x), want)
+    cpu_cache.wait_background()
+    np.testing.assert_array_equal(f(x), want)
+    np.testing.assert_array_equal(f(x[::-1]), (x[::-1] * 2)[np.abs(x[::-1]) > 1.5])
+
+
+def loss(x, w):
+    m = (x > 0.1) & (w < 0.8)
+    return (np.tanh(x[m] * w[m]) ** 2).sum() + x[x < 0].sum() * 0.5
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_the_gradient_of_a_selection_is_its_scatter(target):
+    grad = braze.compile(braze.grad(loss, argnums=(0, 1)), target=target)
+    for seed in range(3):  # masks of other lengths: the gradient program re-specializes too
+        rng = np.random.default_rng(seed)
+        x, w = rng.standard_normal((5, 4)), rng.random((5, 4))
+        gx, gw = grad(x, w)
+        np.testing.assert_allclose(gx, central_differences(lambda x: loss(x, w), x), rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(gw, central_differences(lambda w: loss(x, w), w), rtol=1e-6, atol=1e-8)
+        ex, ew = braze.grad(loss, argnums=(0, 1))(x, w)
+        np.testing.assert_allclose(gx, ex, rtol=1e-12)
+        np.testing.assert_allclose(gw, ew, rtol=1e-12)

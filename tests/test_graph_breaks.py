@@ -9,6 +9,7 @@ import pytest
 
 import braze
 from _compare import central_differences
+from braze import pytree
 from braze.api import MAX_RESPECIALIZATIONS
 
 TARGETS = ["generic", "cpu"]
@@ -295,3 +296,29 @@ def test_a_call_that_overwrites_its_converted_argument_keeps_the_guard_value():
         for got, want in zip(g(*args), fn(*args)):
             np.testing.assert_allclose(got, want, rtol=1e-12)
     assert not [r for r in g.cache_info().reasons if "re-specialized" in r]  # (the guards held)
+
+
+def test_numpy_functions_that_only_read_get_the_arrays_themselves():
+    """NumPy's C functions copy a read-only input before reading it, so a break
+    calling a NumPy function that never writes its arguments passes the arrays
+    as they are; any other callable gets read-only views (how a write is caught)."""
+    from braze.ops.call import HostCall, reads_only
+
+    assert reads_only(np.bincount, {}) and reads_only(np.linalg.eigh, {}) and reads_only(np.add, {})
+    assert not reads_only(np.fill_diagonal, {}) and not reads_only(np.random.shuffle, {})
+    assert not reads_only(np.add, {"out": None}) and not reads_only(np.vectorize(abs), {})
+    assert not reads_only(lambda x: x, {}) and not reads_only(np.ndarray, {})
+
+    f = braze.compile(lambda i, w: np.bincount(i * 1, weights=w, minlength=4) * 2.0, target="cpu")
+    i, w = np.array([0, 1, 1, 3]), np.arange(4.0)
+    for _ in range(2):
+        np.testing.assert_array_equal(f(i, w), np.bincount(i, weights=w, minlength=4) * 2.0)
+    (call,) = [n.kw["call"] for n in f.lower(i, w).ir.nodes if n.op == "host_call"]
+    assert call.pure
+
+    flags = []
+    for pure in (True, False):
+        hc = HostCall(lambda x: flags.append(x.flags.writeable) or x.sum(), "spy", pytree.flatten(((0,), {}))[1],
+                      [None], [0], "", pure=pure)
+        hc.call([w], writable=False)
+    assert flags == [True, False]

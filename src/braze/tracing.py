@@ -335,7 +335,7 @@ class GraphContext:
         recorded as one ``host_call`` node the program runs (NumPy, SciPy, whatever
         ``fn`` is) between compiled regions; results come back as tracers, and
         arrays ``fn`` writes into are updated (their tracers point at the result)."""
-        from .ops.call import HostCall, is_read_only_write
+        from .ops.call import HostCall, is_read_only_write, reads_only
 
         leaves, treedef = pytree.flatten((tuple(args), dict(kwargs)))
         slots = [i for i, leaf in enumerate(leaves) if isinstance(leaf, Tracer)]
@@ -343,7 +343,7 @@ class GraphContext:
         static = [None if isinstance(leaf, Tracer) else leaf for leaf in leaves]
         nodes = tuple(t._node for t in traced)
         loc = where()
-        call = HostCall(fn, name, treedef, static, slots, loc)
+        call = HostCall(fn, name, treedef, static, slots, loc, pure=reads_only(fn, kwargs))
         values = [self.value(n) for n in nodes]
         with np.errstate(all="ignore"):
             try:

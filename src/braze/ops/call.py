@@ -24,19 +24,23 @@ class HostCall:
     again). Compared by identity: two calls are never one node.
     """
 
-    __slots__ = ("fn", "name", "treedef", "static", "slots", "out_tree", "avals", "where", "writes", "dummy")
+    __slots__ = ("fn", "name", "treedef", "static", "slots", "out_tree", "avals", "where", "writes", "dummy",
+                 "pure")
 
-    def __init__(self, fn, name, treedef, static, slots, where):
+    def __init__(self, fn, name, treedef, static, slots, where, pure: bool = False):
         self.fn, self.name, self.treedef, self.static, self.slots = fn, name, treedef, static, slots
         self.out_tree, self.avals, self.where = None, (), where
         self.writes = False  # fn writes into its array arguments (np.fill_diagonal, np.copyto, ...)
         self.dummy = False   # fn returns nothing: one empty result stands in (a graph output keeps it)
+        self.pure = pure     # a NumPy function that never writes its arguments (see ``reads_only``)
 
     def call(self, arrays, writable: bool):
         """``fn`` on these values of the traced leaves: its result, as it returned
         it, and the arrays it was given. They are read-only views unless
-        ``writable`` (then copies, which the caller reads back)."""
-        given = [np.array(a, copy=True) if writable else _read_only(a) for a in arrays]
+        ``writable`` (then copies, which the caller reads back) or ``fn`` is
+        pure (then the arrays themselves)."""
+        given = [np.array(a, copy=True) if writable else (np.asarray(a) if self.pure else _read_only(a))
+                 for a in arrays]
         leaves = list(self.static)
         for slot, a in zip(self.slots, given):
             leaves[slot] = a
@@ -61,6 +65,23 @@ class HostCall:
 
     def __repr__(self):
         return f"<{self.name}{self.where}>"
+
+
+# NumPy functions that write into an argument, or call code of the caller's
+# that could (a callback given views of an argument).
+_NUMPY_WRITERS = frozenset({"copyto", "fill_diagonal", "place", "put", "putmask", "put_along_axis", "shuffle",
+                            "apply_along_axis", "apply_over_axes", "piecewise", "vectorize", "frompyfunc"})
+
+
+def reads_only(fn, kwargs: dict) -> bool:
+    """Whether ``fn`` is a NumPy function that never writes into its arguments.
+    Other calls get read-only views, which is how a write is caught; but NumPy's
+    C functions copy a read-only input before reading it (``np.bincount`` of
+    two read-only arrays took 3.8 ms, of the arrays themselves 1.4 ms)."""
+    module = getattr(fn, "__module__", None) or ""
+    return (module == "numpy" or (module.startswith("numpy.") and not module.startswith("numpy.random"))) \
+        and getattr(fn, "__name__", None) not in _NUMPY_WRITERS and "out" not in kwargs \
+        and not isinstance(fn, (type, np.vectorize))
 
 
 def _read_only(a):

@@ -30,6 +30,37 @@ def test_dispatch_8_elements(benchmark, impl):
     benchmark(fn, *ARGS)
 
 
+def _many_kernels(x):
+    """1,000 small kernels: each iteration's max is a reduction the next
+    iteration's elementwise step waits for."""
+    for _ in range(500):
+        x = x * 0.5 + x.max()
+    return x
+
+
+@pytest.mark.parametrize("impl", ["numpy", "braze"])
+def test_per_kernel_overhead(benchmark, impl):
+    """A program of many kernels on 8 float64 values: the time per kernel is the
+    cost of the call path (views, buffers, the numba call) between kernels."""
+    benchmark.group = "dispatch: a program of many small kernels"
+    x = np.random.default_rng(1).random(8)
+    fn = _many_kernels
+    if impl == "braze":
+        fn = braze.compile(_many_kernels, target="cpu")
+        fn(x)
+        from braze.targets import cpu_cache
+
+        cpu_cache.wait_background()
+        counts = fn.lower(x).counts
+        benchmark.extra_info.update(counts)
+    fn(x)
+    benchmark(fn, x)
+    per = benchmark.stats.stats.median / (counts["kernels"] if impl == "braze" else 1000) * 1e6
+    benchmark.extra_info["us per kernel" if impl == "braze" else "us per NumPy op"] = round(per, 3)
+    print(f"\n{impl}: {benchmark.stats.stats.median * 1e3:.3f} ms, {per:.2f} us per "
+          f"{'kernel' if impl == 'braze' else 'NumPy op'}")
+
+
 COMPILE = textwrap.dedent("""
     import time, numpy as np
     t0 = time.perf_counter()
@@ -43,23 +74,28 @@ COMPILE = textwrap.dedent("""
 """)
 
 
-def _first_call(cache_dir):
-    env = dict(os.environ, BRAZE_CACHE_DIR=cache_dir)
+def _first_call(cache_dir, tiered="1"):
+    env = dict(os.environ, BRAZE_CACHE_DIR=cache_dir, BRAZE_TIERED=tiered)
     out = subprocess.run([sys.executable, "-c", COMPILE], env=env, capture_output=True, text=True, check=True)
     first, imports = map(float, out.stdout.split())
     return first, imports
 
 
-def test_compile_softmax_cold_and_warm(benchmark):
+@pytest.mark.parametrize("tiered", ["1", "0"])
+def test_compile_softmax_cold_and_warm(benchmark, tiered):
     """First call of a compiled softmax (4096x1024 f32) in a fresh process: with an
-    empty cache directory (cold) and with the cache the cold run filled (warm)."""
+    empty cache directory (cold) and with the cache the cold run filled (warm).
+    Tiered (the default): the first call runs NumPy while kernels build in the
+    background; BRAZE_TIERED=0: the first call waits for them."""
+    benchmark.group = "first call: softmax 4096x1024 float32"
     with tempfile.TemporaryDirectory() as d:
-        cold, imports = _first_call(d)
-        warm = min(_first_call(d)[0] for _ in range(3))
-    benchmark.extra_info.update({"cold first call s": round(cold, 3), "warm first call s": round(warm, 3),
-                                 "import braze s": round(imports, 3)})
+        cold, imports = _first_call(d, tiered)
+        warm = min(_first_call(d, tiered)[0] for _ in range(3))
+    benchmark.extra_info.update({"tiered": tiered == "1", "cold first call s": round(cold, 3),
+                                 "warm first call s": round(warm, 3), "import braze s": round(imports, 3)})
     benchmark.pedantic(lambda: None, rounds=1)
-    print(f"\nsoftmax first call: cold {cold:.3f} s, warm {warm:.3f} s (import {imports:.3f} s)")
+    print(f"\nsoftmax first call (BRAZE_TIERED={tiered}): cold {cold:.3f} s, warm {warm:.3f} s "
+          f"(import {imports:.3f} s)")
 
 
 # ---------------------------------------------------------------- the aliasing guard

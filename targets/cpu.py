@@ -22,120 +22,15 @@ import os
 
 import numpy as np  # noqa: E402
 
-from braze.core import NUMPY_IMPL, PRIMITIVES  # noqa: E402
-from braze.errors import GuardFailed  # noqa: E402
 from braze.fusion import Loop, Program  # noqa: E402
 from braze.graph import Graph  # noqa: E402
-from braze.pipeline import fused  # noqa: E402
+from braze.pipeline import fused, unfused  # noqa: E402
 
-import logging  # noqa: E402
-import threading  # noqa: E402
 import time  # noqa: E402
 
-from . import cpu_cache, cpu_memory  # noqa: E402
-from .cpu_memory import fits, outputs, overlapping  # noqa: E402
-from .base import Executable, SlotLayout, Target, numpy_loop  # noqa: E402
+from . import cpu_cache, cpu_driver, cpu_memory, cpu_tiered  # noqa: E402
+from .base import Executable, SlotLayout, Target  # noqa: E402
 from .cpu_codegen import PARALLEL_MIN, generate  # noqa: E402
-
-
-def _leaf_getter(leaf, slot_of, perm, rank, loop):
-    """A function reading a kernel argument for ``leaf`` from the slots."""
-    base = loop.source(leaf)
-    slot = slot_of[id(base)]
-    ndim = base.aval.ndim
-    if perm is not None:
-        lead = (1,) * (rank - ndim)
-
-        def get(slots):
-            a = np.asarray(slots[slot])
-            return a.reshape(lead + a.shape).transpose(perm)
-
-        return get
-    if ndim == 0:
-        return lambda slots: np.asarray(slots[slot])[()]
-    return lambda slots: slots[slot]
-
-
-class _Call:
-    """Per-call state the runners share: slots, this thread's pool, outputs, inputs."""
-
-    __slots__ = ("slots", "pool", "outs", "inputs", "safe")
-
-
-def _buffer(spec, shape, dtype, call: _Call):
-    """The array a kernel output is written into (see cpu_memory)."""
-    if spec is None:
-        return outputs.empty(shape, dtype)
-    kind = spec[0]
-    if kind == "pool":
-        buf = call.pool[spec[1]]
-        if buf is None:
-            buf = call.pool[spec[1]] = np.empty(shape, dtype)
-        return buf
-    if kind == "donate":
-        a = call.inputs[spec[1]]
-        if call.safe and fits(a, shape, dtype):
-            return a
-        return _buffer(spec[2], shape, dtype, call)
-    if kind == "out" and call.outs is not None:
-        a = call.outs[spec[1]]
-        if a is not None and call.safe and fits(a, shape, dtype):
-            return a
-    return outputs.empty(shape, dtype)
-
-
-def _loop_runner(loop: Loop, slot_of: dict, kernel, ks, buffers: dict, tier_up: bool = False):
-    """The kernel call for one loop. With ``tier_up``, the first call runs the
-    serial kernel (fast to compile) and starts compiling the parallel one in the
-    background; later calls use it once it is ready."""
-    getters = [_leaf_getter(leaf, slot_of, loop.perm, len(loop.domain), loop) for leaf in ks.leaves]
-    out_specs = [(slot_of[id(o)], tuple(o.aval.shape), np.dtype(o.aval.dtype), buffers.get(slot_of[id(o)]))
-                 for o in ks.outputs]
-    sizes = tuple(int(d) for d in loop.domain)
-    consts = tuple(np.asarray(c.kw["value"].value).astype(c.aval.dtype)[()] for c in ks.consts)
-
-    trig = ks.has_trig
-    length = loop.compact[0].kw["length"] if loop.compact else None
-
-    def run(call: _Call):
-        nonlocal kernel
-        slots = call.slots
-        args = [g(slots) for g in getters]
-        flats = []
-        for slot, shape, dtype, spec in out_specs:
-            out = _buffer(spec, shape, dtype, call)
-            slots[slot] = out
-            flats.append(out.reshape(-1))
-        extra = (np.zeros(1, np.int8),) if trig else ((np.zeros(1, np.int64),) if length is not None else ())
-        first = pending[1]
-        if first:
-            pending[1] = False
-            hits, t0 = sum(kernel.stats.cache_hits.values()), time.perf_counter()
-        try:
-            kernel(*args, *flats, *sizes, *consts, *extra)
-        except Exception as exc:  # a corrupt numba cache entry: rebuilt once, then rerun
-            kernel = cpu_cache.recover(kernel, exc)
-            kernel(*args, *flats, *sizes, *consts, *extra)
-        if first and cpu_cache.logger.isEnabledFor(logging.INFO):
-            how = "loaded from numba's disk cache" if sum(kernel.stats.cache_hits.values()) > hits \
-                else "compiled by numba"
-            cpu_cache.logger.info("%s (%s): %s in %.1f ms", loop.name, kernel.py_func.__name__, how,
-                                  (time.perf_counter() - t0) * 1e3)
-        if length is not None and extra[0][0] != length:  # the mask selected another number of elements
-            raise GuardFailed(f"a boolean mask selected {int(extra[0][0])} elements; traced with {length}")
-        if trig and extra[0][0]:  # a sin/cos argument beyond the vector range: exact rerun
-            cpu_cache.load(ks.source, "kernel_exact")(*args, *flats, *sizes, *consts, *extra)
-        if pending[0]:
-            pending[0] = False
-            cpu_cache.compile_parallel_later(ks.source, kernel, swap)
-
-    pending = [tier_up, True]  # [tier up after the next call, next call is the first]
-
-    def swap(parallel):
-        nonlocal kernel
-        kernel = parallel
-
-    return run
 
 
 # Generated kernels nest one Python loop per dimension, and Python allows 20
@@ -154,50 +49,6 @@ def _needs_numpy(loop: Loop) -> str | None:
     return None
 
 
-def _direct_view(node):
-    """For the commonest views, the NumPy method call with its arguments made
-    once (a loop unrolled into thousands of slices pays this per step)."""
-    if node.op == "slice":
-        key = tuple(slice(a, b, c) for a, b, c in node.kw["slices"])
-        return lambda x: x[key] if type(x) is np.ndarray else np.asarray(x)[key]
-    if node.op == "reshape":
-        shape = tuple(node.kw["shape"])
-        return lambda x: x.reshape(shape) if type(x) is np.ndarray else np.reshape(x, shape)
-    if node.op == "transpose":
-        perm = tuple(node.kw["perm"])
-        return lambda x: x.transpose(perm) if type(x) is np.ndarray else np.transpose(x, perm)
-    return None
-
-
-def _op_runner(node, slot_of, inplace: bool):
-    fn = NUMPY_IMPL[node.op]
-    ins = tuple(slot_of[id(i)] for i in node.inputs)
-    out = slot_of[id(node)]
-    params = node.kw
-    direct = None if inplace else _direct_view(node)
-    if direct is not None:
-        source = ins[0]
-
-        def run_view(call):
-            slots = call.slots
-            slots[out] = direct(slots[source])
-
-        return run_view
-    if inplace:  # write the update into the destination (see cpu_memory)
-        fn = PRIMITIVES[node.op].inplace
-
-    def run(call):
-        slots = call.slots
-        if inplace and not call.safe:
-            slots[out] = NUMPY_IMPL[node.op](*[slots[i] for i in ins], **params)
-        else:
-            slots[out] = fn(*[slots[i] for i in ins], **params)
-
-    return run
-
-
-
-
 class CPUTarget(Target):
     """numba ``njit(parallel=True)`` kernels, one per fused loop."""
 
@@ -214,14 +65,23 @@ class CPUTarget(Target):
                 f"cache {cpu_cache.cache_dir()}")
 
     def lower(self, graph: Graph, donated=frozenset(), mutable=frozenset()) -> Executable:
-        record: dict = {}
-        t0 = time.perf_counter()
-        program = fused(graph, record, compact=True)
-        t1 = time.perf_counter()
-        executable = lower_program(program, frozenset(donated), frozenset(mutable))
-        executable.times = {"fuse": t1 - t0, "codegen": time.perf_counter() - t1}
-        executable.sites = _kernels_of_sites(program, record)
-        return executable
+        donated, mutable = frozenset(donated), frozenset(mutable)
+        if not cpu_tiered.enabled() or any(n.op == "kernel" for n in graph.nodes):
+            return _lower_now(graph, donated, mutable)  # (a kernel registered for cpu runs only compiled)
+        dry = None if not (donated or mutable) else lambda: _lower_now(graph)
+        first = _lower_numpy(unfused(graph), donated, mutable)  # NumPy, op by op, updates in place
+        return cpu_tiered.Tiered(first, lambda: _lower_now(graph, donated, mutable), dry)
+
+
+def _lower_now(graph: Graph, donated=frozenset(), mutable=frozenset()) -> Executable:
+    record: dict = {}
+    t0 = time.perf_counter()
+    program = fused(graph, record, compact=True)
+    t1 = time.perf_counter()
+    executable = lower_program(program, donated, mutable)
+    executable.times = {"fuse": t1 - t0, "codegen": time.perf_counter() - t1}
+    executable.sites = _kernels_of_sites(program, record)
+    return executable
 
 
 def _kernels_of_sites(program: Program, record: dict) -> dict:
@@ -234,15 +94,49 @@ def _kernels_of_sites(program: Program, record: dict) -> dict:
     return {site: where[outs[0]] for site, outs in record.items() if outs and outs[0] in where}
 
 
+def _dead_after(program: Program, slot_of: dict, ninputs: int) -> dict[int, list[int]]:
+    """Step index -> the slots computed by the program that no later step reads
+    and the program does not return."""
+    keep = {slot_of[id(o)] for o in program.graph.outputs}
+    last, made = {}, set()
+    for k, step in enumerate(program.steps):
+        if isinstance(step, Loop):
+            reads = [slot_of[id(step.source(leaf))] for leaf in step.leaves]
+            made.update(slot_of[id(o)] for o in step.outputs)
+        else:
+            reads = [slot_of[id(i)] for i in step.node.inputs]
+            made.add(slot_of[id(step.node)])
+        for r in reads:
+            last[r] = k
+    dead: dict[int, list[int]] = {}
+    for slot, k in last.items():
+        if slot in made and slot not in keep:
+            dead.setdefault(k, []).append(slot)
+    return dead
+
+
+def _lower_numpy(program: Program, donated, mutable) -> Executable:
+    """An executable running ``program``'s op steps with NumPy, one by one, with
+    the memory plan's in-place updates (``cpu_tiered``: the first calls)."""
+    layout = SlotLayout(program.graph)
+    memory = cpu_memory.plan(program, layout.slot_of, donated, mutable)
+    run = cpu_driver.interpreter(program.steps, layout, [layout.slot_of[id(o)] for o in program.graph.outputs],
+                                 memory.inplace, _dead_after(program, layout.slot_of, layout.ninputs),
+                                 memory.checks_inputs)
+    return Executable(run, f"NumPy, op by op: {len(program.steps)} steps")
+
+
 def lower_program(program: Program, donated=frozenset(), mutable=frozenset()) -> Executable:
     graph = program.graph
     layout = SlotLayout(graph)
     slot_of = layout.slot_of
     memory = cpu_memory.plan(program, slot_of, donated, mutable)
-    runners, sources, kernel_sources = [], [], []
+    writer = cpu_driver.Writer()
+    sources, kernel_sources = [], []
+    dead = _dead_after(program, slot_of, layout.ninputs)
     for index, step in enumerate(program.steps):
         if isinstance(step, Loop) and _needs_numpy(step):
-            runners.append(lambda call, run=numpy_loop(step, slot_of): run(call.slots))
+            cpu_driver.numpy_loop_step(writer, index, step, slot_of)
             sources.append(f"# {step.name}: {_needs_numpy(step)}")
         elif isinstance(step, Loop):
             ks = generate(step)
@@ -253,31 +147,16 @@ def lower_program(program: Program, donated=frozenset(), mutable=frozenset()) ->
                 parallel = False  # already compiled: no tiering needed
             else:
                 kernel = cpu_cache.load(ks.source, "kernel_serial")
-            runners.append(_loop_runner(step, slot_of, kernel, ks, memory.buffer, tier_up=parallel))
+            cpu_driver.loop_step(writer, index, step, slot_of, ks, kernel, memory.buffer, tier_up=parallel)
             sources.append(f"# {step.name}: {', '.join(m.op for m in step.members)}\n{ks.source}")
             kernel_sources.append(ks.source)
         else:
-            runners.append(_op_runner(step.node, slot_of, index in memory.inplace))
-    out_slots = [slot_of[id(o)] for o in graph.outputs]
-    local = threading.local()
-    npool = len(memory.pool)
-    checks = memory.checks_inputs
-
-    def run(inputs, outs=None):
-        call = _Call()
-        call.slots = slots = layout.fill(inputs)
-        pool = getattr(local, "pool", None)
-        if pool is None:
-            pool = local.pool = [None] * npool
-        call.pool = pool
-        call.outs = outs
-        call.inputs = inputs
-        call.safe = not ((checks or outs is not None) and overlapping(list(inputs) + list(outs or ())))
-        for r in runners:
-            r(call)
-        return [slots[j] for j in out_slots]
-
+            cpu_driver.op_step(writer, index, step.node, slot_of, index in memory.inplace)
+        writer.release(dead.get(index))
+    run = cpu_driver.finish(writer, layout, [slot_of[id(o)] for o in graph.outputs], len(memory.pool),
+                            memory.checks_inputs, program.steps[0].name if program.steps else "empty")
     executable = Executable(run, program.describe(), "\n\n".join(sources))
+    executable.driver = run.source
     executable.counts = {"steps": len(program.steps), "kernels": len(kernel_sources),
                          "distinct kernels": len(set(kernel_sources))}
     return executable

@@ -303,17 +303,28 @@ def compile_parallel_later(source: str, serial, on_ready) -> None:
                 warnings.warn(f"braze: compiling the parallel kernel failed ({exc}); running serially",
                               RuntimeWarning, stacklevel=2)
 
-    t = threading.Thread(target=work, name="braze-compile", daemon=True)
+    run_later(work)
+
+
+def run_later(fn, *args) -> None:
+    """``fn(*args)`` in a background thread that ``wait_background`` waits for."""
+    t = threading.Thread(target=fn, args=args, name="braze-compile", daemon=True)
     _background.append(t)
     t.start()
 
 
 def wait_background(timeout: float | None = None) -> None:
-    """Wait for background compilations (tests and benchmarks use this)."""
-    for t in list(_background):
+    """Wait for background compilations (tests and benchmarks use this),
+    including those started meanwhile by the ones waited for."""
+    while _background:
+        t = _background[0]
         t.join(timeout)
-        if not t.is_alive():
+        if t.is_alive():
+            return
+        try:
             _background.remove(t)
+        except ValueError:  # another thread waited for it too
+            pass
 
 
 # A process that exits while a parallel kernel compiles would leave the next

@@ -18,6 +18,7 @@ in-place choices off for that call).
 """
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import dataclass, field
 
@@ -62,6 +63,10 @@ def plan(program, slot_of: dict, donated: frozenset, mutable: frozenset) -> Plan
         return root.get(s, s)
 
     escaping = {root_of(s) for s in out_index}
+    readers: dict[int, list[int]] = {}  # slot -> the steps reading it, in order
+    for k, ins in enumerate(reads):
+        for s in dict.fromkeys(ins):
+            readers.setdefault(s, []).append(k)
     last_use: dict[int, int] = {}
     for k, ins in enumerate(reads):
         for s in ins:
@@ -99,11 +104,16 @@ def plan(program, slot_of: dict, donated: frozenset, mutable: frozenset) -> Plan
                 # The result lives where its input did, and so does every view of it
                 # made later: the buffer stays in use until the last read of any of them.
                 alias = {produced[k][0]}
-                for later in range(k + 1, len(reads)):
-                    if any(s in alias for s in reads[later]):
-                        last_use[target] = later
-                        if isinstance(steps[later], View):
-                            alias.update(produced[later])
+                work = [produced[k][0]]
+                while work:
+                    for later in readers.get(work.pop(), ()):
+                        if later > k:
+                            last_use[target] = max(last_use[target], later)
+                            if isinstance(steps[later], View):
+                                for p in produced[later]:
+                                    if p not in alias:
+                                        alias.add(p)
+                                        work.append(p)
                 for s in alias:
                     root[s] = target
                 if any(s in out_index or s in escaping for s in alias):
@@ -184,7 +194,7 @@ class Recycler:
 
     def empty(self, shape, dtype) -> np.ndarray:
         dtype = np.dtype(dtype)
-        n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        n = math.prod(shape) * dtype.itemsize
         if n < self.MIN_BYTES or self.limit <= 0:
             return np.empty(shape, dtype)
         with self._lock:

@@ -12,6 +12,10 @@ import pathlib
 # equal the graph's output aval (braze.api.CHECK_RESULTS).
 os.environ.setdefault("BRAZE_CHECK_RESULTS", "1")
 
+# Compiled calls run compiled code from the first call (tiered first calls, which run
+# NumPy until the kernels are built, have their own tests: test_tiered.py).
+os.environ.setdefault("BRAZE_TIERED", "0")
+
 os.environ.setdefault(
     "BRAZE_CACHE_DIR", str(pathlib.Path(__file__).resolve().parents[1] / ".braze-test-cache")
 )

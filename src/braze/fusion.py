@@ -430,6 +430,16 @@ def fuse(graph: Graph, compact: bool = False) -> Program:
     return program
 
 
+def unfused(graph: Graph) -> Program:
+    """The graph as one step per op, in graph order (no kernels): what a target
+    runs op by op with NumPy while its kernels are built (targets/cpu_tiered.py)."""
+    program = Program(graph)
+    for k, node in enumerate(graph.nodes):
+        if node.op not in SOURCE_OPS:
+            program.steps.append(View(f"v{k}", node) if node.op in LAYOUT_OPS else Extern(f"x{k}", node))
+    return program
+
+
 def _order_steps(nodes, group_of) -> tuple[list, list | None]:
     """Steps (group, members) in program order, and a topological order of them
     (None if the groups depend on each other in a cycle): Kahn's algorithm,

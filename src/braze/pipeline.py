@@ -29,6 +29,7 @@ from . import calling, pytree, registry
 from .errors import BrazeError, ConcretizationError, GuardFailed, TraceError, where
 from .fusion import Program as Fused
 from .fusion import fuse
+from .fusion import unfused as one_step_per_op
 from .graph import Graph
 from .log import logger
 from .passes import inline_composites, run_passes
@@ -167,6 +168,12 @@ def fused(graph: Graph, record: dict | None = None, compact: bool = False) -> Fu
     (``compact``: the target has count-then-fill kernels, see ``fuse``)."""
     graph, _ = run_passes(inline_composites(graph, record if record is not None else {}))
     return fuse(graph, compact)
+
+
+def unfused(graph: Graph) -> Fused:
+    """``fused`` without fusion: composites inlined, passes run, one step per op."""
+    graph, _ = run_passes(inline_composites(graph, {}))
+    return one_step_per_op(graph)
 
 
 def run(program: Program, inputs: list, name: str, target: str, outs=None) -> list:
@@ -314,6 +321,7 @@ class Lowered:
         self.target = target
         self.times = dict(program.times)
         self.counts = dict(program.executable.counts)
+        self.times.update(program.executable.times)  # (a tiered target's, known once it built)
 
     def __str__(self):
         counts = ", ".join(f"{v} {k}" for k, v in self.counts.items())

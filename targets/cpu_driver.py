@@ -1,0 +1,317 @@
+"""The generated call path of a CPU program (TorchInductor's wrapper codegen).
+
+``lower_program`` writes one Python function per program at lowering time:
+straight-line code that makes each view, takes each output buffer and calls
+each kernel, BLAS routine or NumPy function in order, with every shape,
+slot, size and constant written into the source or bound as a global of the
+generated module. A call runs that code: no interpreter loop over steps, no
+closure per kernel argument, no buffer-spec lookup.
+
+Values live in one list ``s`` (a slot per graph node, ``SlotLayout``): the
+code indexes it with literal slot numbers. Programs of many steps are split
+into functions of at most ``PART`` steps each (CPython compiles a function in
+time that grows faster than its length), called in turn.
+
+Kernels are called through a global name: it first names a wrapper that logs
+how the kernel was obtained (compiled or loaded), recovers from a corrupt
+numba cache entry and, for tiered kernels, starts the parallel variant's
+background compile; the wrapper then rebinds the name to the kernel itself,
+and the background compile rebinds it to the parallel kernel when ready.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+
+import numpy as np
+
+from braze.aval import python_scalar_type
+from braze.core import NUMPY_IMPL, PRIMITIVES
+from braze.errors import GuardFailed
+from braze.fusion import Loop
+
+from . import cpu_cache
+from .base import numpy_loop
+from .cpu_memory import fits, outputs, overlapping
+
+PART = 256  # steps per generated function
+
+_ids = itertools.count()
+
+
+def buffer(spec, shape, dtype, inputs, outs, safe, pool):
+    """The array a kernel output is written into, for the specs the generated
+    code does not inline (an argument donated, an array the caller passed)."""
+    kind = spec[0]
+    if kind == "pool":
+        buf = pool[spec[1]]
+        if buf is None:
+            buf = pool[spec[1]] = np.empty(shape, dtype)
+        return buf
+    if kind == "donate":
+        a = inputs[spec[1]]
+        if safe and fits(a, shape, dtype):
+            return a
+        return buffer(spec[2], shape, dtype, inputs, outs, safe, pool) if spec[2] is not None \
+            else outputs.empty(shape, dtype)
+    if kind == "out" and outs is not None:
+        a = outs[spec[1]]
+        if a is not None and safe and fits(a, shape, dtype):
+            return a
+    return outputs.empty(shape, dtype)
+
+
+def _weak(fn, pytype):
+    return lambda *args, **params: pytype(fn(*args, **params))
+
+
+def _view_fn(node):
+    """The fallback of a view step for a value that is not an ndarray (a NumPy scalar)."""
+    fn = NUMPY_IMPL[node.op]
+    params = node.kw
+    return lambda x: fn(np.asarray(x), **params)
+
+
+def _view_expr(node, g: str, x: str) -> str | None:
+    """Source for the commonest views, with their arguments made once."""
+    if node.op == "slice":
+        return f"{x}[{g}]", tuple(slice(a, b, c) for a, b, c in node.kw["slices"])
+    if node.op == "reshape":
+        return f"{x}.reshape({g})", tuple(node.kw["shape"])
+    if node.op == "transpose":
+        return f"{x}.transpose({g})", tuple(node.kw["perm"])
+    return None
+
+
+class Writer:
+    """The generated module's source lines and globals."""
+
+    def __init__(self):
+        self.ns: dict = {"np": np, "_nd": np.ndarray, "_empty": np.empty, "_zeros": np.zeros,
+                         "_asarray": np.asarray, "_buffer": buffer, "_GuardFailed": GuardFailed,
+                         "_outputs": outputs}
+        self.parts: list[list[str]] = [[]]
+        self.nsteps = 0
+
+    def bind(self, name: str, value) -> str:
+        self.ns[name] = value
+        return name
+
+    def release(self, slots) -> None:
+        """Drop the program's references to values no later step reads (NumPy
+        frees a temporary as soon as it is dead; so must a long program)."""
+        if slots:
+            self.parts[-1].append(" = ".join(f"s[{k}]" for k in slots) + " = None")
+
+    def step(self, lines: list[str]) -> None:
+        if self.nsteps and self.nsteps % PART == 0:
+            self.parts.append([])
+        self.parts[-1].extend(lines)
+        self.nsteps += 1
+
+
+def _leaf_expr(w: Writer, loop: Loop, leaf, slot_of, j: int, k: int) -> str:
+    base = loop.source(leaf)
+    x = f"s[{slot_of[id(base)]}]"
+    ndim = base.aval.ndim
+    if loop.perm is not None:
+        lead = (1,) * (len(loop.domain) - ndim)
+        perm = tuple(loop.perm)
+        g = w.bind(f"P{j}_{k}", lambda v, lead=lead, perm=perm: (
+            lambda a: a.reshape(lead + a.shape).transpose(perm))(np.asarray(v)))
+        return f"{g}({x})"
+    if ndim == 0:
+        return f"_asarray({x})[()]"
+    return x
+
+
+def _out_expr(w: Writer, spec, shape, dtype, j: int, k: int) -> str:
+    d = w.bind(f"D{j}_{k}", np.dtype(dtype))
+    if spec is not None and spec[0] == "pool":
+        return f"(pool[{spec[1]}] if pool[{spec[1]}] is not None else _pool_set(pool, {spec[1]}, {shape!r}, {d}))"
+    nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    fresh = f"_empty({shape!r}, {d})" if nbytes < outputs.MIN_BYTES else f"_outputs.empty({shape!r}, {d})"
+    if spec is None:
+        return fresh
+    sp = w.bind(f"B{j}_{k}", spec)
+    call = f"_buffer({sp}, {shape!r}, {d}, inputs, outs, safe, pool)"
+    return call if spec[0] == "donate" else f"({fresh} if outs is None else {call})"
+
+
+def _pool_set(pool, k, shape, dtype):
+    buf = pool[k] = np.empty(shape, dtype)
+    return buf
+
+
+class _KernelSlot:
+    """The kernel behind one global name of the generated code, and its first call."""
+
+    def __init__(self, ns: dict, name: str, loop: Loop, ks, kernel, tier_up: bool):
+        self.ns, self.name, self.loop, self.ks = ns, name, loop, ks
+        self.kernel, self.tier_up = kernel, tier_up
+        ns[name] = self.first
+
+    def first(self, *args):
+        kernel = self.kernel
+        hits, t0 = sum(kernel.stats.cache_hits.values()), time.perf_counter()
+        try:
+            kernel(*args)
+        except Exception as exc:  # a corrupt numba cache entry: rebuilt once, then rerun
+            kernel = self.kernel = cpu_cache.recover(kernel, exc)
+            kernel(*args)
+        if cpu_cache.logger.isEnabledFor(logging.INFO):
+            how = "loaded from numba's disk cache" if sum(kernel.stats.cache_hits.values()) > hits \
+                else "compiled by numba"
+            cpu_cache.logger.info("%s (%s): %s in %.1f ms", self.loop.name, kernel.py_func.__name__, how,
+                                  (time.perf_counter() - t0) * 1e3)
+        if self.ns.get(self.name) == self.first:
+            self.ns[self.name] = kernel
+        if self.tier_up:
+            self.tier_up = False
+            cpu_cache.compile_parallel_later(self.ks.source, kernel, self.swap)
+
+    def swap(self, parallel):
+        self.kernel = parallel
+        self.ns[self.name] = parallel
+
+
+def _exact(source: str):
+    """The exact (scalar sin/cos) kernel of ``source``, loaded on its first use."""
+    kernel = []
+
+    def run(*args):
+        if not kernel:
+            kernel.append(cpu_cache.load(source, "kernel_exact"))
+        kernel[0](*args)
+
+    return run
+
+
+def loop_step(w: Writer, j: int, loop: Loop, slot_of: dict, ks, kernel, buffers: dict, tier_up: bool) -> None:
+    """Lines running the kernel of ``loop``."""
+    name = f"K{j}"
+    _KernelSlot(w.ns, name, loop, ks, kernel, tier_up)
+    lines = [f"# {loop.name}"]
+    args = [_leaf_expr(w, loop, leaf, slot_of, j, k) for k, leaf in enumerate(ks.leaves)]
+    for k, o in enumerate(ks.outputs):
+        slot = slot_of[id(o)]
+        lines.append(f"o{k} = s[{slot}] = {_out_expr(w, buffers.get(slot), tuple(o.aval.shape), o.aval.dtype, j, k)}")
+        args.append(f"o{k}.reshape(-1)")
+    args += [str(int(d)) for d in loop.domain]
+    for k, c in enumerate(ks.consts):
+        args.append(w.bind(f"C{j}_{k}", np.asarray(c.kw["value"].value).astype(c.aval.dtype)[()]))
+    length = loop.compact[0].kw["length"] if loop.compact else None
+    if ks.has_trig:
+        lines.append("f = _zeros(1, np.int8)")
+        args.append("f")
+    elif length is not None:
+        lines.append("f = _zeros(1, np.int64)")
+        args.append("f")
+    if ks.has_trig:  # a sin/cos argument beyond the vector range: exact rerun
+        lines.append(f"a = ({', '.join(args)},)")
+        lines.append(f"{name}(*a)")
+        lines.append(f"if f[0]: {w.bind(f'X{j}', _exact(ks.source))}(*a)")
+    else:
+        lines.append(f"{name}({', '.join(args)})")
+    if length is not None:  # the mask selected another number of elements
+        lines.append(f"if f[0] != {int(length)}: raise _GuardFailed("
+                     f"f'a boolean mask selected {{int(f[0])}} elements; traced with {int(length)}')")
+    w.step(lines)
+
+
+def numpy_loop_step(w: Writer, j: int, loop: Loop, slot_of: dict) -> None:
+    w.step([f"{w.bind(f'N{j}', numpy_loop(loop, slot_of))}(s)  # {loop.name}: NumPy"])
+
+
+def op_step(w: Writer, j: int, node, slot_of: dict, inplace: bool) -> None:
+    ins = [f"s[{slot_of[id(i)]}]" for i in node.inputs]
+    out = slot_of[id(node)]
+    view = None if inplace else _view_expr(node, f"V{j}", "x")
+    if view is not None:
+        expr, key = view
+        w.bind(f"V{j}", key)
+        fb = w.bind(f"W{j}", _view_fn(node))
+        w.step([f"x = {ins[0]}", f"s[{out}] = {expr} if type(x) is _nd else {fb}(x)"])
+        return
+    fn = w.bind(f"F{j}", NUMPY_IMPL[node.op])
+    if not isinstance(node.aval, tuple) and node.aval.weak:  # a Python scalar, as NEP 50 promotes it
+        fn = w.bind(f"F{j}", _weak(NUMPY_IMPL[node.op], python_scalar_type(node.aval.dtype)))
+    kw = ", **" + w.bind(f"Q{j}", dict(node.kw)) if node.kw else ""
+    call = f"({', '.join(ins)}{kw})"
+    if inplace:  # write the update into the destination (see cpu_memory)
+        fi = w.bind(f"I{j}", PRIMITIVES[node.op].inplace)
+        w.step([f"s[{out}] = {fi}{call} if safe else {fn}{call}  # {node.op}, in place"])
+    else:
+        w.step([f"s[{out}] = {fn}{call}  # {node.op}"])
+
+
+def interpreter(steps, layout, out_slots: list[int], inplace: set, dead: dict, checks: bool):
+    """``run(inputs, outs=None)`` for a program of op steps only (no kernels),
+    interpreted: NumPy's work dominates such a program, and generating code
+    for it would cost more than running it once (the first call runs it)."""
+    plan = []
+    for j, step in enumerate(steps):
+        node = step.node
+        fn = NUMPY_IMPL[node.op]
+        if j in inplace:
+            fn = _inplace_or_copy(PRIMITIVES[node.op].inplace, fn)
+        elif not isinstance(node.aval, tuple) and node.aval.weak:
+            fn = _weak(fn, python_scalar_type(node.aval.dtype))
+        ins = tuple(layout.slot_of[id(i)] for i in node.inputs)
+        plan.append((fn, ins, layout.slot_of[id(node)], node.kw, tuple(dead.get(j, ())), j in inplace))
+
+    def run(inputs, outs=None):
+        s = layout.fill(inputs)
+        safe = not ((checks or outs is not None) and overlapping(list(inputs) + list(outs or ())))
+        for fn, ins, out, kw, release, inplace_step in plan:
+            args = [s[i] for i in ins]
+            s[out] = fn(safe, *args, **kw) if inplace_step else fn(*args, **kw)
+            for r in release:
+                s[r] = None
+        return [s[j] for j in out_slots]
+
+    return run
+
+
+def _inplace_or_copy(inplace, copy):
+    return lambda safe, *args, **kw: (inplace if safe else copy)(*args, **kw)
+
+
+def finish(w: Writer, layout, out_slots: list[int], npool: int, checks: bool, label: str):
+    """Compile the generated module; its ``run(inputs, outs=None)``."""
+    w.ns["_pool_set"] = _pool_set
+    w.ns["_overlapping"] = overlapping
+    w.ns["_local"] = threading.local()
+    w.ns["_captures"] = layout.graph_captures
+    src = []
+    for p, lines in enumerate(w.parts):
+        src.append(f"def part{p}(s, inputs, outs, safe, pool):")
+        src.extend("    " + line for line in lines)
+        src.append("    return\n")
+    src.append("def run(inputs, outs=None):")
+    src.append(f"    s = [None] * {layout.nslots}")
+    src.append(f"    s[:{layout.ninputs}] = inputs")
+    for i, value in layout.consts:
+        src.append(f"    s[{i}] = {w.bind(f'L{i}', value)}")
+    for i, k in layout.captures:
+        src.append(f"    s[{i}] = _captures[{k}]")
+    if npool:
+        src.append("    pool = getattr(_local, 'pool', None)")
+        src.append(f"    if pool is None: pool = _local.pool = [None] * {npool}")
+    else:
+        src.append("    pool = None")
+    if checks:
+        src.append("    safe = not _overlapping(list(inputs) + list(outs or ()))")
+    else:
+        src.append("    safe = outs is None or not _overlapping(list(inputs) + list(outs))")
+    for p in range(len(w.parts)):
+        src.append(f"    part{p}(s, inputs, outs, safe, pool)")
+    src.append(f"    return [{', '.join(f's[{j}]' for j in out_slots)}]")
+    text = "\n".join(src) + "\n"
+    code = compile(text, f"<braze driver {label} {next(_ids)}>", "exec")
+    exec(code, w.ns)
+    run = w.ns["run"]
+    run.source = text
+    return run

@@ -22,7 +22,7 @@ import os
 
 import numpy as np  # noqa: E402
 
-from braze.fusion import Loop, Program  # noqa: E402
+from braze.fusion import Loop, Program, View  # noqa: E402
 from braze.graph import Graph  # noqa: E402
 from braze.pipeline import fused, unfused  # noqa: E402
 
@@ -94,6 +94,45 @@ def _kernels_of_sites(program: Program, record: dict) -> dict:
     return {site: where[outs[0]] for site, outs in record.items() if outs and outs[0] in where}
 
 
+def _read_elements(program: Program) -> None:
+    """A kernel's scalar argument that is one element of an array (``a[i, i]``,
+    ``s[0]``: a slice of ones reshaped to a scalar, what a loop over elements
+    traces to) is read as ``array[index]`` when the call is made; the view steps
+    only it needed are dropped. A loop unrolled over elements made two view
+    steps per element."""
+    for step in program.steps:
+        if not isinstance(step, Loop) or step.perm is not None or _needs_numpy(step):
+            continue
+        for leaf in step.leaves:
+            if leaf.op != "reshape" or leaf.aval.shape != () or id(leaf) in step.dropped:
+                continue
+            sl = leaf.inputs[0]
+            if sl.op == "slice" and all(d == 1 for d in sl.aval.shape) and all(a >= 0 for a, _, _ in sl.kw["slices"]):
+                step.elements[id(leaf)] = (sl.inputs[0], tuple(int(a) for a, _, _ in sl.kw["slices"]))
+    uses: dict[int, int] = {}
+
+    def use(node, k=1):
+        uses[id(node)] = uses.get(id(node), 0) + k
+
+    for step in program.steps:
+        if isinstance(step, Loop):
+            for leaf in step.leaves:
+                use(step.reads(leaf))
+        else:
+            for i in step.node.inputs:
+                use(i)
+    for o in program.graph.outputs:
+        use(o)
+    keep = []
+    for step in reversed(program.steps):
+        if isinstance(step, View) and not uses.get(id(step.node)):
+            for i in step.node.inputs:
+                use(i, -1)
+            continue
+        keep.append(step)
+    program.steps[:] = keep[::-1]
+
+
 def _dead_after(program: Program, slot_of: dict, ninputs: int) -> dict[int, list[int]]:
     """Step index -> the slots computed by the program that no later step reads
     and the program does not return."""
@@ -101,7 +140,7 @@ def _dead_after(program: Program, slot_of: dict, ninputs: int) -> dict[int, list
     last, made = {}, set()
     for k, step in enumerate(program.steps):
         if isinstance(step, Loop):
-            reads = [slot_of[id(step.source(leaf))] for leaf in step.leaves]
+            reads = [slot_of[id(step.reads(leaf))] for leaf in step.leaves]
             made.update(slot_of[id(o)] for o in step.outputs)
         else:
             reads = [slot_of[id(i)] for i in step.node.inputs]
@@ -130,6 +169,7 @@ def lower_program(program: Program, donated=frozenset(), mutable=frozenset()) ->
     graph = program.graph
     layout = SlotLayout(graph)
     slot_of = layout.slot_of
+    _read_elements(program)
     memory = cpu_memory.plan(program, slot_of, donated, mutable)
     writer = cpu_driver.Writer()
     sources, kernel_sources = [], []

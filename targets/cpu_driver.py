@@ -113,8 +113,10 @@ class Writer:
 
 
 def _leaf_expr(w: Writer, loop: Loop, leaf, slot_of, j: int, k: int) -> str:
-    base = loop.source(leaf)
+    base = loop.reads(leaf)
     x = f"s[{slot_of[id(base)]}]"
+    if id(leaf) in loop.elements:
+        return f"{x}[{loop.elements[id(leaf)][1]!r}]"
     ndim = base.aval.ndim
     if loop.perm is not None:
         lead = (1,) * (len(loop.domain) - ndim)

@@ -50,7 +50,7 @@ def plan(program, slot_of: dict, donated: frozenset, mutable: frozenset) -> Plan
     for step in steps:
         if isinstance(step, Loop):
             outs = [slot_of[id(o)] for o in step.outputs]
-            ins = [slot_of[id(step.source(leaf))] for leaf in step.leaves]
+            ins = [slot_of[id(step.reads(leaf))] for leaf in step.leaves]
         else:
             outs = [slot_of[id(step.node)]]
             ins = [slot_of[id(i)] for i in step.node.inputs]

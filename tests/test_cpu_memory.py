@@ -168,3 +168,26 @@ def test_calls_leave_no_reference_cycles(target):
         assert gc.collect() == 0
     finally:
         gc.enable()
+
+
+def test_scalars_read_as_elements_of_arrays_updated_in_place():
+    """A kernel's scalar argument that is one element of an array is read as
+    array[index] when the kernel is called (no view steps); an in-place update
+    of that array must still wait for it, and the loop's view steps are gone."""
+
+    def fn(x):
+        x = x.copy()
+        s = x[0, 1] * 2.0
+        x[0, 1] = 5.0
+        t = 0.0
+        for i in range(x.shape[0]):
+            t += np.tanh(x[i, i])
+        return s + x[1, 0] + t, x
+
+    f = braze.compile(fn, target="cpu")
+    x = np.arange(16.0).reshape(4, 4) / 7
+    for got, want in zip(f(x), fn(x)):
+        np.testing.assert_array_equal(got, want)
+    lowered = f.lower(x)
+    assert "view slice" not in lowered.plan, lowered.plan  # (one view left: the 5.0 written, as [1, 1])
+    assert lowered.counts["steps"] == 3, lowered.plan

@@ -56,6 +56,7 @@ class Loop:
     outputs: list[Node]             # members the rest of the program reads
     dropped: frozenset = frozenset()  # ids of broadcast_to leaves read from their input (size-1 dims at 0)
     compact: tuple = ()             # compress members (one mask): a count-then-fill kernel (fuse(compact=True))
+    elements: dict = field(default_factory=dict)  # id(0-d leaf) -> (array node, index): read as array[index]
 
     @property
     def outer(self) -> tuple[int, ...]:
@@ -65,6 +66,12 @@ class Loop:
         """The node whose value the kernel reads for ``leaf``: a broadcast no other
         kernel computed is read from its input, indexing size-1 dimensions at 0."""
         return leaf.inputs[0] if id(leaf) in self.dropped else leaf
+
+    def reads(self, leaf: Node) -> Node:
+        """The value the call reads for ``leaf``: its ``source``, or for a scalar
+        that is one element of an array (``elements``), that array."""
+        element = self.elements.get(id(leaf))
+        return self.source(leaf) if element is None else element[0]
 
 
 @dataclass

@@ -242,6 +242,11 @@ def op_step(w: Writer, j: int, node, slot_of: dict, inplace: bool) -> None:
         fn = w.bind(f"F{j}", _weak(NUMPY_IMPL[node.op], python_scalar_type(node.aval.dtype)))
     kw = ", **" + w.bind(f"Q{j}", dict(node.kw)) if node.kw else ""
     call = f"({', '.join(ins)}{kw})"
+    if inplace and node.op == "update_slice":  # (the commonest update, written out)
+        key = w.bind(f"V{j}", tuple(slice(a, b, c) for a, b, c in node.kw["slices"]))
+        w.step([f"if safe:", f"    x = {ins[0]}; x[{key}] = {ins[1]}; s[{out}] = x",
+                f"else: s[{out}] = {fn}{call}  # update_slice, in place"])
+        return
     if inplace:  # write the update into the destination (see cpu_memory)
         fi = w.bind(f"I{j}", PRIMITIVES[node.op].inplace)
         w.step([f"s[{out}] = {fi}{call} if safe else {fn}{call}  # {node.op}, in place"])

@@ -66,10 +66,13 @@ class CPUTarget(Target):
 
     def lower(self, graph: Graph, donated=frozenset(), mutable=frozenset()) -> Executable:
         donated, mutable = frozenset(donated), frozenset(mutable)
-        if not cpu_tiered.enabled() or any(n.op == "kernel" for n in graph.nodes):
-            return _lower_now(graph, donated, mutable)  # (a kernel registered for cpu runs only compiled)
+        if not cpu_tiered.enabled():
+            return _lower_now(graph, donated, mutable)
+        steps = unfused(graph)  # (composites inlined: kernels chosen inside their bodies show)
+        if any(step.node.op == "kernel" for step in steps.steps):
+            return _lower_now(graph, donated, mutable)  # a kernel registered for cpu runs once a call, compiled
         dry = None if not (donated or mutable) else lambda: _lower_now(graph)
-        first = _lower_numpy(unfused(graph), donated, mutable)  # NumPy, op by op, updates in place
+        first = _lower_numpy(steps, donated, mutable)  # NumPy, op by op, updates in place
         return cpu_tiered.Tiered(first, lambda: _lower_now(graph, donated, mutable), dry)
 
 

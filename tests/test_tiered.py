@@ -152,3 +152,24 @@ def test_registered_cpu_kernels_are_not_tiered(tiered, restore_registry):
     x = np.arange(4.0)
     np.testing.assert_array_equal(f(x), x * 2 + 1)
     assert not isinstance(_executable(f), cpu_tiered.Tiered) and calls
+
+
+def test_a_kernel_chosen_inside_a_composite_body_is_not_tiered(tiered, restore_registry):
+    """(found running the suite tiered: the user's kernel ran on the first call
+    and again in the background run)"""
+
+    @braze.composite("braze.test.tiered_inner")
+    def inner(x):
+        return x * 3.0
+
+    @braze.composite("braze.test.tiered_outer")
+    def outer(x):
+        return inner(x) - 1.0
+
+    calls = []
+    braze.register_kernel("braze.test.tiered_inner", "cpu", lambda x: calls.append(1) or x * 3.0)
+    f = braze.compile(lambda x: outer(x), target="cpu")
+    x = np.arange(5.0)
+    np.testing.assert_array_equal(f(x), x * 3.0 - 1.0)
+    cpu_cache.wait_background()
+    assert calls == [1]

@@ -190,11 +190,16 @@ def lower_program(program: Program, donated=frozenset(), mutable=frozenset()) ->
                 parallel = False  # already compiled: no tiering needed
             else:
                 kernel = cpu_cache.load(ks.source, "kernel_serial")
-            cpu_driver.loop_step(writer, index, step, slot_of, ks, kernel, memory.buffer, tier_up=parallel)
+            direct = {slot: (slot_of[id(program.steps[k].node.inputs[0])],
+                             tuple(slice(a, b, c) for a, b, c in program.steps[k].node.kw["slices"]))
+                      for slot, k in memory.direct.items() if slot in {slot_of[id(o)] for o in step.outputs}}
+            cpu_driver.loop_step(writer, index, step, slot_of, ks, kernel, memory.buffer, tier_up=parallel,
+                                 direct=direct)
             sources.append(f"# {step.name}: {', '.join(m.op for m in step.members)}\n{ks.source}")
             kernel_sources.append(ks.source)
         else:
-            cpu_driver.op_step(writer, index, step.node, slot_of, index in memory.inplace)
+            cpu_driver.op_step(writer, index, step.node, slot_of, index in memory.inplace,
+                               direct=index in memory.direct.values())
         writer.release(dead.get(index))
     run = cpu_driver.finish(writer, layout, [slot_of[id(o)] for o in graph.outputs], len(memory.pool),
                             memory.checks_inputs, program.steps[0].name if program.steps else "empty")

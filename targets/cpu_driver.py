@@ -191,15 +191,23 @@ def _exact(source: str):
     return run
 
 
-def loop_step(w: Writer, j: int, loop: Loop, slot_of: dict, ks, kernel, buffers: dict, tier_up: bool) -> None:
-    """Lines running the kernel of ``loop``."""
+def loop_step(w: Writer, j: int, loop: Loop, slot_of: dict, ks, kernel, buffers: dict, tier_up: bool,
+              direct: dict | None = None) -> None:
+    """Lines running the kernel of ``loop``. ``direct``: output slot -> (slot of
+    the array an in-place update stores it in, the update's key)."""
+    direct = direct or {}
     name = f"K{j}"
     _KernelSlot(w.ns, name, loop, ks, kernel, tier_up)
     lines = [f"# {loop.name}"]
     args = [_leaf_expr(w, loop, leaf, slot_of, j, k) for k, leaf in enumerate(ks.leaves)]
     for k, o in enumerate(ks.outputs):
         slot = slot_of[id(o)]
-        lines.append(f"o{k} = s[{slot}] = {_out_expr(w, buffers.get(slot), tuple(o.aval.shape), o.aval.dtype, j, k)}")
+        buf = _out_expr(w, buffers.get(slot), tuple(o.aval.shape), o.aval.dtype, j, k)
+        if slot in direct:  # written straight into the region an in-place update stores it in
+            dst, key = direct[slot]
+            lines.append(f"r = s[{dst}][{w.bind(f'R{j}_{k}', key)}] if safe else None")
+            buf = f"r if r is not None and r.flags.c_contiguous else {buf}"
+        lines.append(f"o{k} = s[{slot}] = {buf}")
         args.append(f"o{k}.reshape(-1)")
     args += [str(int(d)) for d in loop.domain]
     for k, c in enumerate(ks.consts):
@@ -227,7 +235,9 @@ def numpy_loop_step(w: Writer, j: int, loop: Loop, slot_of: dict) -> None:
     w.step([f"{w.bind(f'N{j}', numpy_loop(loop, slot_of))}(s)  # {loop.name}: NumPy"])
 
 
-def op_step(w: Writer, j: int, node, slot_of: dict, inplace: bool) -> None:
+def op_step(w: Writer, j: int, node, slot_of: dict, inplace: bool, direct: bool = False) -> None:
+    """Lines running one op step; ``direct``: an in-place update whose value a
+    kernel may have written into place already (``cpu_memory._direct_writes``)."""
     ins = [f"s[{slot_of[id(i)]}]" for i in node.inputs]
     out = slot_of[id(node)]
     view = None if inplace else _view_expr(node, f"V{j}", "x")
@@ -244,7 +254,10 @@ def op_step(w: Writer, j: int, node, slot_of: dict, inplace: bool) -> None:
     call = f"({', '.join(ins)}{kw})"
     if inplace and node.op == "update_slice":  # (the commonest update, written out)
         key = w.bind(f"V{j}", tuple(slice(a, b, c) for a, b, c in node.kw["slices"]))
-        w.step([f"if safe:", f"    x = {ins[0]}; x[{key}] = {ins[1]}; s[{out}] = x",
+        store = [f"    x[{key}] = {ins[1]}"]
+        if direct:  # the kernel computing the value wrote it into x[key] unless its own buffer has no base
+            store = [f"    v = {ins[1]}", f"    if v.base is None: x[{key}] = v"]
+        w.step(["if safe:", f"    x = {ins[0]}", *store, f"    s[{out}] = x",
                 f"else: s[{out}] = {fn}{call}  # update_slice, in place"])
         return
     if inplace:  # write the update into the destination (see cpu_memory)

@@ -33,6 +33,8 @@ class Plan:
     buffer: dict[int, tuple] = field(default_factory=dict)   # slot -> ("pool", k) | ("out", k) | ("donate", i)
     pool: list[tuple] = field(default_factory=list)           # k -> (shape, dtype)
     inplace: set[int] = field(default_factory=set)            # step indices updating their input in place
+    direct: dict[int, int] = field(default_factory=dict)      # kernel output slot -> the in-place update
+    #   step that stores it: the kernel writes straight into the updated region (see _direct_writes)
     checks_inputs: bool = False                               # whether calls must check input overlap
 
 
@@ -127,7 +129,39 @@ def plan(program, slot_of: dict, donated: frozenset, mutable: frozenset) -> Plan
             r = root_of(s)
             if last_use.get(r) == k and r in owner and r not in escaping:
                 free.setdefault((result.pool[owner[r]][0], result.pool[owner[r]][1].str), []).append(owner.pop(r))
+    _direct_writes(steps, reads, produced, readers, root_of, result)
     return result
+
+
+# How far apart a kernel and the update storing its result may be for the
+# kernel to write into the updated region (every step between is checked).
+DIRECT_SPAN = 32
+
+
+def _direct_writes(steps, reads, produced, readers, root_of, result: Plan) -> None:
+    """``u[1:-1] = kernel(...)``, updated in place: the kernel writes into
+    ``u[1:-1]`` itself (when that region is contiguous at run time) instead of
+    into a buffer the update then copies. Only where nothing can tell: the value
+    is an intermediate only the update reads, the kernel reads nothing sharing
+    memory with ``u``, and no step between them reads or writes ``u``."""
+    producer = {s: k for k, outs in enumerate(produced) for s in outs}
+    for k in sorted(result.inplace):
+        step = steps[k]
+        if step.node.op != "update_slice":
+            continue
+        dst, value = reads[k][0], reads[k][1]
+        j = producer.get(value)
+        if j is None or not isinstance(steps[j], Loop) or k - j > DIRECT_SPAN or producer.get(dst, -1) >= j:
+            continue
+        loop = steps[j]
+        if loop.ninner or loop.perm is not None or loop.compact or readers.get(value) != [k]:
+            continue
+        if result.buffer.get(value, (None,))[0] != "pool" or step.node.inputs[0].aval.dtype != step.node.inputs[1].aval.dtype:
+            continue  # (an update that casts: NumPy's cast, not the kernel's store)
+        target = root_of(dst)
+        if any(root_of(s) == target for t in range(j, k) for s in reads[t] + produced[t]):
+            continue
+        result.direct[value] = k
 
 
 def _donate(step: Loop, k, outs, ins, slot_of, donated, last_use, root_of, ninputs, result) -> None:

@@ -191,3 +191,53 @@ def test_scalars_read_as_elements_of_arrays_updated_in_place():
     lowered = f.lower(x)
     assert "view slice" not in lowered.plan, lowered.plan  # (one view left: the 5.0 written, as [1, 1])
     assert lowered.counts["steps"] == 3, lowered.plan
+
+
+def _direct(f, *args):
+    (program,) = f._programs.entries.values()
+    return "r = s[" in program.executable.driver
+
+
+def test_a_kernel_writes_straight_into_the_region_an_update_stores_it_in():
+    """B[1:-1] = kernel(A): the kernel writes into B[1:-1] itself (a contiguous
+    region, no temporary and no copy); where the kernel reads B, or the region
+    is not contiguous, or the update casts, it keeps the temporary."""
+
+    def jacobi(A, B, steps):
+        for _ in range(steps):
+            B[1:-1] = 0.33333 * (A[:-2] + A[1:-1] + A[2:])
+            A[1:-1] = 0.33333 * (B[:-2] + B[1:-1] + B[2:])
+
+    def smooth(u):  # reads the array it updates: no direct write
+        u = u.copy()
+        u[1:-1] = 0.5 * (u[:-2] + u[2:])
+        return u
+
+    def interior(u, v):  # a 2-d interior is not contiguous: written through the temporary (decided per call)
+        w = u + 1.0
+        w[1:-1, 1:-1] = np.sqrt(v + 1.0) * 0.5
+        return w * 2.0
+
+    def cast(a, b):  # float64 values stored into float32
+        a = a.copy()
+        a[2:] = b[2:] * 1.1
+        return a
+
+    rng = np.random.default_rng(4)
+    A, B = rng.random(50), rng.random(50)
+    f = braze.compile(jacobi, target="cpu", static_argnames=("steps",))
+    A1, B1, A2, B2 = A.copy(), B.copy(), A.copy(), B.copy()
+    f(A1, B1, steps=3)
+    jacobi(A2, B2, 3)
+    np.testing.assert_array_equal(A1, A2)
+    np.testing.assert_array_equal(B1, B2)
+    assert _direct(f)
+    f(A1, A1, steps=2)  # overlapping arguments: no in-place choices, same answer
+    jacobi(A2, A2, 2)
+    np.testing.assert_array_equal(A1, A2)
+
+    for fn, args, direct in [(smooth, (rng.random(30),), False), (interior, (rng.random((6, 7)), rng.random((4, 5))), True),
+                             (cast, (rng.random(9).astype(np.float32), rng.random(9)), False)]:
+        g = braze.compile(fn, target="cpu")
+        np.testing.assert_array_equal(g(*args), fn(*args))
+        assert _direct(g) == direct, fn.__name__

@@ -46,10 +46,7 @@ def buffer(spec, shape, dtype, inputs, outs, safe, pool):
     code does not inline (an argument donated, an array the caller passed)."""
     kind = spec[0]
     if kind == "pool":
-        buf = pool[spec[1]]
-        if buf is None:
-            buf = pool[spec[1]] = np.empty(shape, dtype)
-        return buf
+        return (pool[spec[1]] or _pool_set(pool, spec[1], shape, dtype))[0]
     if kind == "donate":
         a = inputs[spec[1]]
         if safe and fits(a, shape, dtype):
@@ -131,8 +128,8 @@ def _leaf_expr(w: Writer, loop: Loop, leaf, slot_of, j: int, k: int) -> str:
 
 def _out_expr(w: Writer, spec, shape, dtype, j: int, k: int) -> str:
     d = w.bind(f"D{j}_{k}", np.dtype(dtype))
-    if spec is not None and spec[0] == "pool":
-        return f"(pool[{spec[1]}] if pool[{spec[1]}] is not None else _pool_set(pool, {spec[1]}, {shape!r}, {d}))"
+    if spec is not None and spec[0] == "pool":  # (the buffer and its flat view, made once)
+        return f"pool[{spec[1]}] or _pool_set(pool, {spec[1]}, {shape!r}, {d})"
     nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
     fresh = f"_empty({shape!r}, {d})" if nbytes < outputs.MIN_BYTES else f"_outputs.empty({shape!r}, {d})"
     if spec is None:
@@ -143,8 +140,10 @@ def _out_expr(w: Writer, spec, shape, dtype, j: int, k: int) -> str:
 
 
 def _pool_set(pool, k, shape, dtype):
-    buf = pool[k] = np.empty(shape, dtype)
-    return buf
+    """A pool buffer: (the array, its flat view), kept for the thread's later calls."""
+    buf = np.empty(shape, dtype)
+    pool[k] = pair = (buf, buf.reshape(-1))
+    return pair
 
 
 class _KernelSlot:
@@ -202,32 +201,38 @@ def loop_step(w: Writer, j: int, loop: Loop, slot_of: dict, ks, kernel, buffers:
     args = [_leaf_expr(w, loop, leaf, slot_of, j, k) for k, leaf in enumerate(ks.leaves)]
     for k, o in enumerate(ks.outputs):
         slot = slot_of[id(o)]
-        buf = _out_expr(w, buffers.get(slot), tuple(o.aval.shape), o.aval.dtype, j, k)
+        spec = buffers.get(slot)
+        buf = _out_expr(w, spec, tuple(o.aval.shape), o.aval.dtype, j, k)
+        pooled = spec is not None and spec[0] == "pool"
+        made = [f"o{k}, f{k} = {buf}"] if pooled else [f"o{k} = {buf}", f"f{k} = o{k}.reshape(-1)"]
         if slot in direct:  # written straight into the region an in-place update stores it in
             dst, key = direct[slot]
             lines.append(f"r = s[{dst}][{w.bind(f'R{j}_{k}', key)}] if safe else None")
-            buf = f"r if r is not None and r.flags.c_contiguous else {buf}"
-        lines.append(f"o{k} = s[{slot}] = {buf}")
-        args.append(f"o{k}.reshape(-1)")
+            lines.append(f"if r is not None and r.flags.c_contiguous: o{k} = r; f{k} = r.reshape(-1)")
+            lines.append("else:")
+            made = ["    " + m for m in made]
+        lines.extend(made)
+        lines.append(f"s[{slot}] = o{k}")
+        args.append(f"f{k}")
     args += [str(int(d)) for d in loop.domain]
     for k, c in enumerate(ks.consts):
         args.append(w.bind(f"C{j}_{k}", np.asarray(c.kw["value"].value).astype(c.aval.dtype)[()]))
     length = loop.compact[0].kw["length"] if loop.compact else None
     if ks.has_trig:
-        lines.append("f = _zeros(1, np.int8)")
-        args.append("f")
+        lines.append("flag = _zeros(1, np.int8)")
+        args.append("flag")
     elif length is not None:
-        lines.append("f = _zeros(1, np.int64)")
-        args.append("f")
+        lines.append("flag = _zeros(1, np.int64)")
+        args.append("flag")
     if ks.has_trig:  # a sin/cos argument beyond the vector range: exact rerun
         lines.append(f"a = ({', '.join(args)},)")
         lines.append(f"{name}(*a)")
-        lines.append(f"if f[0]: {w.bind(f'X{j}', _exact(ks.source))}(*a)")
+        lines.append(f"if flag[0]: {w.bind(f'X{j}', _exact(ks.source))}(*a)")
     else:
         lines.append(f"{name}({', '.join(args)})")
     if length is not None:  # the mask selected another number of elements
-        lines.append(f"if f[0] != {int(length)}: raise _GuardFailed("
-                     f"f'a boolean mask selected {{int(f[0])}} elements; traced with {int(length)}')")
+        lines.append(f"if flag[0] != {int(length)}: raise _GuardFailed("
+                     f"f'a boolean mask selected {{int(flag[0])}} elements; traced with {int(length)}')")
     w.step(lines)
 
 

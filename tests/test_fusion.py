@@ -126,3 +126,28 @@ def test_reshape_of_a_leaf_is_a_view_not_a_kernel_member():
         for m in k.members:
             assert m.op not in ("reshape", "broadcast_to") or any(m.inputs[0] is n for n in k.members)
     np.testing.assert_array_equal(braze.compile(prog, target="cpu")(x), prog(x))
+
+
+def test_small_vectors_built_from_scalars_are_computed_as_scalars():
+    """np.array([x, y, z]) stepped in time: the elementwise work over the three
+    elements is done element by element (bit for bit NumPy's) and the scalars
+    taken out again are the ones that went in: no concatenate or slice between
+    steps, one concatenate at the end."""
+
+    def step(state, dt, steps):
+        for _ in range(steps):
+            x, y, z = state[0], state[1], state[2]
+            k = np.array([10.0 * (y - x), x * (28.0 - z) - y, x * y - 2.5 * z])
+            state = state + dt * k
+        return state
+
+    for dtype in (np.float64, np.float32):
+        state = np.array([1.0, 1.5, 20.0], dtype)
+        want = step(state, 0.01, 30)
+        for target in ("generic", "cpu"):
+            f = braze.compile(step, target=target, static_argnames=("steps",))
+            got = f(state, 0.01, steps=30)
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
+    plan = braze.compile(step, target="cpu", static_argnames=("steps",)).lower(state, 0.01, steps=30).plan
+    assert plan.count("concatenate") == 1 and "slice" not in plan, plan

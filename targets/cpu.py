@@ -118,22 +118,40 @@ def _read_elements(program: Program) -> None:
         uses[id(node)] = uses.get(id(node), 0) + k
 
     for step in program.steps:
-        if isinstance(step, Loop):
-            for leaf in step.leaves:
-                use(step.reads(leaf))
-        else:
-            for i in step.node.inputs:
-                use(i)
+        for i in _step_reads(step):
+            use(i)
     for o in program.graph.outputs:
         use(o)
+    # A reshape dropping the size-1 dimensions of a slice only it reads (a column
+    # x[:, i], a row, an element) is one NumPy index with integers there.
+    for step in program.steps:
+        node = step.node if isinstance(step, View) else None
+        if node is None or node.op != "reshape" or node.inputs[0].op != "slice" or uses.get(id(node.inputs[0])) != 1:
+            continue
+        sl = node.inputs[0]
+        if (node.aval.ndim == 0  # (all integers would give a NumPy scalar, not a view)
+                or tuple(d for d in sl.aval.shape if d != 1) != tuple(node.aval.shape)
+                or any(a < 0 for a, _, _ in sl.kw["slices"])):
+            continue
+        step.base = sl.inputs[0]
+        step.index = tuple(int(a) if d == 1 else slice(a, b, c) for d, (a, b, c) in zip(sl.aval.shape, sl.kw["slices"]))
+        use(sl, -1)
+        use(step.base)
     keep = []
     for step in reversed(program.steps):
         if isinstance(step, View) and not uses.get(id(step.node)):
-            for i in step.node.inputs:
+            for i in step.reads:
                 use(i, -1)
             continue
         keep.append(step)
     program.steps[:] = keep[::-1]
+
+
+def _step_reads(step) -> tuple:
+    """The values a step reads: a kernel's per leaf, a view's (folded or not), an op's inputs."""
+    if isinstance(step, Loop):
+        return tuple(step.reads(leaf) for leaf in step.leaves)
+    return step.reads if isinstance(step, View) else step.node.inputs
 
 
 def _dead_after(program: Program, slot_of: dict, ninputs: int) -> dict[int, list[int]]:
@@ -143,11 +161,10 @@ def _dead_after(program: Program, slot_of: dict, ninputs: int) -> dict[int, list
     last, made = {}, set()
     for k, step in enumerate(program.steps):
         if isinstance(step, Loop):
-            reads = [slot_of[id(step.reads(leaf))] for leaf in step.leaves]
             made.update(slot_of[id(o)] for o in step.outputs)
         else:
-            reads = [slot_of[id(i)] for i in step.node.inputs]
             made.add(slot_of[id(step.node)])
+        reads = [slot_of[id(i)] for i in _step_reads(step)]
         for r in reads:
             last[r] = k
     dead: dict[int, list[int]] = {}
@@ -199,7 +216,9 @@ def lower_program(program: Program, donated=frozenset(), mutable=frozenset()) ->
             kernel_sources.append(ks.source)
         else:
             cpu_driver.op_step(writer, index, step.node, slot_of, index in memory.inplace,
-                               direct=index in memory.direct.values())
+                               direct=index in memory.direct.values(),
+                               fold=(step.base, step.index) if isinstance(step, View) and step.base is not None
+                               else None)
         writer.release(dead.get(index))
     run = cpu_driver.finish(writer, layout, [slot_of[id(o)] for o in graph.outputs], len(memory.pool),
                             memory.checks_inputs, program.steps[0].name if program.steps else "empty")

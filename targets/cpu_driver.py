@@ -240,11 +240,18 @@ def numpy_loop_step(w: Writer, j: int, loop: Loop, slot_of: dict) -> None:
     w.step([f"{w.bind(f'N{j}', numpy_loop(loop, slot_of))}(s)  # {loop.name}: NumPy"])
 
 
-def op_step(w: Writer, j: int, node, slot_of: dict, inplace: bool, direct: bool = False) -> None:
+def op_step(w: Writer, j: int, node, slot_of: dict, inplace: bool, direct: bool = False, fold=None) -> None:
     """Lines running one op step; ``direct``: an in-place update whose value a
-    kernel may have written into place already (``cpu_memory._direct_writes``)."""
+    kernel may have written into place already (``cpu_memory._direct_writes``);
+    ``fold``: (base node, index): the view is ``base[index]``."""
     ins = [f"s[{slot_of[id(i)]}]" for i in node.inputs]
     out = slot_of[id(node)]
+    if fold is not None:
+        base, index = fold
+        key = w.bind(f"V{j}", index)
+        fb = w.bind(f"W{j}", lambda x, index=index: np.asarray(x)[index])
+        w.step([f"x = s[{slot_of[id(base)]}]", f"s[{out}] = x[{key}] if type(x) is _nd else {fb}(x)"])
+        return
     view = None if inplace else _view_expr(node, f"V{j}", "x")
     if view is not None:
         expr, key = view

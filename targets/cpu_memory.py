@@ -55,7 +55,7 @@ def plan(program, slot_of: dict, donated: frozenset, mutable: frozenset) -> Plan
             ins = [slot_of[id(step.reads(leaf))] for leaf in step.leaves]
         else:
             outs = [slot_of[id(step.node)]]
-            ins = [slot_of[id(i)] for i in step.node.inputs]
+            ins = [slot_of[id(i)] for i in (step.reads if isinstance(step, View) else step.node.inputs)]
         produced.append(outs)
         reads.append(ins)
         for s in outs:

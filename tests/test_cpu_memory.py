@@ -241,3 +241,25 @@ def test_a_kernel_writes_straight_into_the_region_an_update_stores_it_in():
         g = braze.compile(fn, target="cpu")
         np.testing.assert_array_equal(g(*args), fn(*args))
         assert _direct(g) == direct, fn.__name__
+
+
+def test_a_column_view_is_one_index():
+    """x[:, i] traces to a slice and a reshape; the call makes it as one NumPy
+    index (a view, as NumPy's), including where the program then writes into
+    the array it came from."""
+
+    def fn(A):
+        Q = A * 1.0
+        out = np.zeros(A.shape[1])
+        for j in range(A.shape[1]):
+            col = Q[:, j]
+            out[j] = col @ col
+            Q[:, j] = col * 0.5  # the column updated in place after it was read
+        return out, Q, A[1:2, :].reshape(-1) + 1.0
+
+    f = braze.compile(fn, target="cpu")
+    A = np.arange(12.0).reshape(4, 3)
+    for got, want in zip(f(A), fn(A)):
+        np.testing.assert_array_equal(got, want)
+    plan = f.lower(A).plan
+    assert "view slice" not in plan, plan

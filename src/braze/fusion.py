@@ -88,6 +88,12 @@ class View:
 
     name: str
     node: Node
+    index: tuple | None = None      # made as ``base[index]`` instead (a target's fold of a view chain)
+    base: Node | None = None        # the value ``index`` applies to
+
+    @property
+    def reads(self) -> tuple:
+        return (self.base,) if self.base is not None else self.node.inputs
 
 
 @dataclass

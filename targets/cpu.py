@@ -97,12 +97,15 @@ def _kernels_of_sites(program: Program, record: dict) -> dict:
     return {site: where[outs[0]] for site, outs in record.items() if outs and outs[0] in where}
 
 
-def _read_elements(program: Program) -> None:
-    """A kernel's scalar argument that is one element of an array (``a[i, i]``,
+def _fold_views(program: Program) -> None:
+    """Views that are one NumPy index, made at the step that reads them.
+
+    A kernel's scalar argument that is one element of an array (``a[i, i]``,
     ``s[0]``: a slice of ones reshaped to a scalar, what a loop over elements
-    traces to) is read as ``array[index]`` when the call is made; the view steps
-    only it needed are dropped. A loop unrolled over elements made two view
-    steps per element."""
+    traces to) is read as ``array[index]`` when the kernel is called; a column
+    or row (``x[:, i]``: a slice then a reshape dropping its size-1 dimension)
+    is one index with an integer there. View steps no longer read are dropped:
+    a loop unrolled over elements or columns made two view steps per element."""
     for step in program.steps:
         if not isinstance(step, Loop) or step.perm is not None or _needs_numpy(step):
             continue
@@ -154,7 +157,7 @@ def _step_reads(step) -> tuple:
     return step.reads if isinstance(step, View) else step.node.inputs
 
 
-def _dead_after(program: Program, slot_of: dict, ninputs: int) -> dict[int, list[int]]:
+def _dead_after(program: Program, slot_of: dict) -> dict[int, list[int]]:
     """Step index -> the slots computed by the program that no later step reads
     and the program does not return."""
     keep = {slot_of[id(o)] for o in program.graph.outputs}
@@ -180,7 +183,7 @@ def _lower_numpy(program: Program, donated, mutable) -> Executable:
     layout = SlotLayout(program.graph)
     memory = cpu_memory.plan(program, layout.slot_of, donated, mutable)
     run = cpu_driver.interpreter(program.steps, layout, [layout.slot_of[id(o)] for o in program.graph.outputs],
-                                 memory.inplace, _dead_after(program, layout.slot_of, layout.ninputs),
+                                 memory.inplace, _dead_after(program, layout.slot_of),
                                  memory.checks_inputs)
     return Executable(run, f"NumPy, op by op: {len(program.steps)} steps")
 
@@ -189,11 +192,16 @@ def lower_program(program: Program, donated=frozenset(), mutable=frozenset()) ->
     graph = program.graph
     layout = SlotLayout(graph)
     slot_of = layout.slot_of
-    _read_elements(program)
+    _fold_views(program)
     memory = cpu_memory.plan(program, slot_of, donated, mutable)
     writer = cpu_driver.Writer()
     sources, kernel_sources = [], []
-    dead = _dead_after(program, slot_of, layout.ninputs)
+    dead = _dead_after(program, slot_of)
+    # kernel output slot -> (the array an in-place update stores it in, the update's key)
+    direct = {slot: (slot_of[id(program.steps[k].node.inputs[0])],
+                     tuple(slice(a, b, c) for a, b, c in program.steps[k].node.kw["slices"]))
+              for slot, k in memory.direct.items()}
+    direct_updates = set(memory.direct.values())
     for index, step in enumerate(program.steps):
         if isinstance(step, Loop) and _needs_numpy(step):
             cpu_driver.numpy_loop_step(writer, index, step, slot_of)
@@ -207,16 +215,13 @@ def lower_program(program: Program, donated=frozenset(), mutable=frozenset()) ->
                 parallel = False  # already compiled: no tiering needed
             else:
                 kernel = cpu_cache.load(ks.source, "kernel_serial")
-            direct = {slot: (slot_of[id(program.steps[k].node.inputs[0])],
-                             tuple(slice(a, b, c) for a, b, c in program.steps[k].node.kw["slices"]))
-                      for slot, k in memory.direct.items() if slot in {slot_of[id(o)] for o in step.outputs}}
             cpu_driver.loop_step(writer, index, step, slot_of, ks, kernel, memory.buffer, tier_up=parallel,
                                  direct=direct)
             sources.append(f"# {step.name}: {', '.join(m.op for m in step.members)}\n{ks.source}")
             kernel_sources.append(ks.source)
         else:
             cpu_driver.op_step(writer, index, step.node, slot_of, index in memory.inplace,
-                               direct=index in memory.direct.values(),
+                               direct=index in direct_updates,
                                fold=(step.base, step.index) if isinstance(step, View) and step.base is not None
                                else None)
         writer.release(dead.get(index))

@@ -34,6 +34,7 @@ from braze.fusion import Loop
 
 from . import cpu_cache
 from .base import numpy_loop
+from .generic import weakly_typed
 from .cpu_memory import fits, outputs, overlapping
 
 PART = 256  # steps per generated function
@@ -58,10 +59,6 @@ def buffer(spec, shape, dtype, inputs, outs, safe, pool):
         if a is not None and safe and fits(a, shape, dtype):
             return a
     return outputs.empty(shape, dtype)
-
-
-def _weak(fn, pytype):
-    return lambda *args, **params: pytype(fn(*args, **params))
 
 
 def _view_fn(node):
@@ -261,7 +258,7 @@ def op_step(w: Writer, j: int, node, slot_of: dict, inplace: bool, direct: bool 
         return
     fn = w.bind(f"F{j}", NUMPY_IMPL[node.op])
     if not isinstance(node.aval, tuple) and node.aval.weak:  # a Python scalar, as NEP 50 promotes it
-        fn = w.bind(f"F{j}", _weak(NUMPY_IMPL[node.op], python_scalar_type(node.aval.dtype)))
+        fn = w.bind(f"F{j}", weakly_typed(NUMPY_IMPL[node.op], python_scalar_type(node.aval.dtype)))
     kw = ", **" + w.bind(f"Q{j}", dict(node.kw)) if node.kw else ""
     call = f"({', '.join(ins)}{kw})"
     if inplace and node.op == "update_slice":  # (the commonest update, written out)
@@ -290,7 +287,7 @@ def interpreter(steps, layout, out_slots: list[int], inplace: set, dead: dict, c
         if j in inplace:
             fn = _inplace_or_copy(PRIMITIVES[node.op].inplace, fn)
         elif not isinstance(node.aval, tuple) and node.aval.weak:
-            fn = _weak(fn, python_scalar_type(node.aval.dtype))
+            fn = weakly_typed(fn, python_scalar_type(node.aval.dtype))
         ins = tuple(layout.slot_of[id(i)] for i in node.inputs)
         plan.append((fn, ins, layout.slot_of[id(node)], node.kw, tuple(dead.get(j, ())), j in inplace))
 

@@ -32,7 +32,7 @@ def _program(graph: Graph):
         else:
             fn = NUMPY_IMPL[node.op]
         if not isinstance(node.aval, tuple) and node.aval.weak:
-            fn = _weak(fn, python_scalar_type(node.aval.dtype))
+            fn = weakly_typed(fn, python_scalar_type(node.aval.dtype))
         steps.append((fn, params, tuple(slot[id(x)] for x in node.inputs), n))
         args = ", ".join(format_literal(x) if x.op == "const" else f"v{slot[id(x)]}" for x in node.inputs)
         kw = "".join(f", {k}={v!r}" for k, v in node.kw.items() if k not in ("body", "attrs"))
@@ -41,7 +41,7 @@ def _program(graph: Graph):
     return layout, steps, out_slots, lines
 
 
-def _weak(fn, pytype):
+def weakly_typed(fn, pytype):
     """Keep a weakly typed value a Python scalar, so NumPy promotes it as NEP 50 says."""
     return lambda *args, **params: pytype(fn(*args, **params))
 

@@ -93,17 +93,18 @@ def test_background_run_leaves_arguments_alone(tiered, monkeypatch):
 
 
 def test_weak_scalars_keep_their_promotion_on_the_numpy_tier(tiered):
-    """A Python-scalar intermediate stays weak on the op-by-op tier, as in NumPy."""
+    """A value computed from a Python scalar argument stays weak on the op-by-op
+    tier (a Python float, as in NumPy): float32 times it is float32."""
 
-    def fn(x, n):
-        scale = n * 0.5  # a Python float times a static int: weak
-        return x * scale
+    def fn(x, s):
+        return x * (s * 2.0 + 1.0)
 
-    f = braze.compile(fn, target="cpu", static_argnames=("n",))
+    f = braze.compile(fn, target="cpu")
     x = np.ones(4, np.float32)
-    got = f(x, n=3)
+    got = f(x, 0.25)  # the NumPy tier
+    assert isinstance(_executable(f), cpu_tiered.Tiered)
     assert got.dtype == np.float32
-    np.testing.assert_array_equal(got, fn(x, 3))
+    np.testing.assert_array_equal(got, fn(x, 0.25))
 
 
 def test_a_failed_build_warns_and_keeps_numpy(tiered, monkeypatch):

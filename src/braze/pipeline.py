@@ -166,14 +166,17 @@ def fused(graph: Graph, record: dict | None = None, compact: bool = False) -> Fu
     selection inlined (``record``: site -> the nodes computing its results),
     the passes rerun over the inlined bodies, the graph fused into loops
     (``compact``: the target has count-then-fill kernels, see ``fuse``)."""
-    graph, _ = run_passes(inline_composites(graph, record if record is not None else {}))
-    return fuse(graph, compact)
+    return fuse(_inlined(graph, record), compact)
 
 
 def unfused(graph: Graph) -> Fused:
     """``fused`` without fusion: composites inlined, passes run, one step per op."""
-    graph, _ = run_passes(inline_composites(graph, {}))
-    return one_step_per_op(graph)
+    return one_step_per_op(_inlined(graph))
+
+
+def _inlined(graph: Graph, record: dict | None = None) -> Graph:
+    graph, _ = run_passes(inline_composites(graph, record if record is not None else {}))
+    return graph
 
 
 def run(program: Program, inputs: list, name: str, target: str, outs=None) -> list:

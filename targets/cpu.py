@@ -30,23 +30,8 @@ import time  # noqa: E402
 
 from . import cpu_cache, cpu_driver, cpu_memory, cpu_tiered  # noqa: E402
 from .base import Executable, SlotLayout, Target  # noqa: E402
-from .cpu_codegen import PARALLEL_MIN, generate  # noqa: E402
-
-
-# Generated kernels nest one Python loop per dimension, and Python allows 20
-# nested blocks: loops of higher rank (many size-1 dimensions, in practice)
-# are evaluated with NumPy instead.
-MAX_KERNEL_RANK = 16
-
-
-def _needs_numpy(loop: Loop) -> str | None:
-    """Why this loop is evaluated with NumPy rather than a generated kernel, or None."""
-    nodes = list(loop.members) + list(loop.leaves)
-    if any(np.dtype(n.aval.dtype) == np.float16 for n in nodes):
-        return "float16, evaluated with NumPy (numba has no float16 arrays)"
-    if max([len(loop.domain)] + [n.aval.ndim for n in nodes]) > MAX_KERNEL_RANK:
-        return f"rank above {MAX_KERNEL_RANK}, evaluated with NumPy (kernels nest a loop per dimension)"
-    return None
+from .cpu_codegen import PARALLEL_MIN, generate, needs_numpy  # noqa: E402
+from .cpu_reroll import compile_template  # noqa: E402
 
 
 class CPUTarget(Target):
@@ -79,7 +64,7 @@ class CPUTarget(Target):
 def _lower_now(graph: Graph, donated=frozenset(), mutable=frozenset()) -> Executable:
     record: dict = {}
     t0 = time.perf_counter()
-    program = fused(graph, record, compact=True)
+    program = fused(graph, record, compact=True, roll=compile_template)
     t1 = time.perf_counter()
     executable = lower_program(program, donated, mutable)
     executable.times = {"fuse": t1 - t0, "codegen": time.perf_counter() - t1}
@@ -107,7 +92,7 @@ def _fold_views(program: Program) -> None:
     is one index with an integer there. View steps no longer read are dropped:
     a loop unrolled over elements or columns made two view steps per element."""
     for step in program.steps:
-        if not isinstance(step, Loop) or step.perm is not None or _needs_numpy(step):
+        if not isinstance(step, Loop) or step.perm is not None or needs_numpy(step):
             continue
         for leaf in step.leaves:
             if leaf.op != "reshape" or leaf.aval.shape != () or id(leaf) in step.dropped:
@@ -203,9 +188,9 @@ def lower_program(program: Program, donated=frozenset(), mutable=frozenset()) ->
               for slot, k in memory.direct.items()}
     direct_updates = set(memory.direct.values())
     for index, step in enumerate(program.steps):
-        if isinstance(step, Loop) and _needs_numpy(step):
+        if isinstance(step, Loop) and needs_numpy(step):
             cpu_driver.numpy_loop_step(writer, index, step, slot_of)
-            sources.append(f"# {step.name}: {_needs_numpy(step)}")
+            sources.append(f"# {step.name}: {needs_numpy(step)}")
         elif isinstance(step, Loop):
             ks = generate(step)
             work = int(np.prod(step.domain, dtype=np.int64))

@@ -103,6 +103,22 @@ class Writer:
         self.depth -= 1
 
 
+# Generated kernels nest one Python loop per dimension, and Python allows 20
+# nested blocks: loops of higher rank (many size-1 dimensions, in practice)
+# are evaluated with NumPy instead.
+MAX_KERNEL_RANK = 16
+
+
+def needs_numpy(loop: Loop) -> str | None:
+    """Why this loop is evaluated with NumPy rather than a generated kernel, or None."""
+    nodes = list(loop.members) + list(loop.leaves)
+    if any(np.dtype(n.aval.dtype) == np.float16 for n in nodes):
+        return "float16, evaluated with NumPy (numba has no float16 arrays)"
+    if max([len(loop.domain)] + [n.aval.ndim for n in nodes]) > MAX_KERNEL_RANK:
+        return f"rank above {MAX_KERNEL_RANK}, evaluated with NumPy (kernels nest a loop per dimension)"
+    return None
+
+
 def generate(loop: Loop, name: str = "kernel") -> KernelSource:
     return LoopCodegen(loop, name).build()
 

@@ -123,7 +123,7 @@ LAYERS = [
     ("tracing and the NumPy surface", ["braze.views", "braze.numpy", "braze.indexing", "braze.ufuncs",
                                        "braze.surface", "braze.intercept", "braze.tracing"]),
     ("composites and kernels by name", ["braze.registry", "braze.composite"]),
-    ("graph to graph", ["braze.passes", "braze.select", "braze.autodiff", "braze.fusion"]),
+    ("graph to graph", ["braze.passes", "braze.select", "braze.autodiff", "braze.fusion", "braze.reroll"]),
     ("calling convention and pipeline", ["braze.calling", "braze.pipeline"]),
     ("targets", ["braze.targets", "braze.targets.*"]),
     ("compiled functions", ["braze.paired", "braze.distributed", "braze.api"]),

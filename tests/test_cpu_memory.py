@@ -73,14 +73,18 @@ def test_slice_updates_of_updated_inputs_write_in_place():
         return u.sum()
 
     rng = np.random.default_rng(5)
-    u1, u2 = rng.random(1000), None
-    u2 = u1.copy()
-    f = braze.compile(heat, target="cpu")
-    total = f(u1, 20)
-    assert_same(total, heat(u2, 20))
-    assert_same(u1, u2)
-    lowered = f.lower(u1, 20)
-    assert lowered.plan.count("extern update_slice") == 20
+    for n, steps in ((1000, 5), (1000, 20), (40_000, 20)):
+        u1 = rng.random(n)
+        u2 = u1.copy()
+        f = braze.compile(heat, target="cpu", static_argnames="steps")
+        total = f(u1, steps=steps)
+        assert_same(total, heat(u2, steps))
+        assert_same(u1, u2)
+        plan = f.lower(u1, steps=steps).plan
+        if steps < 8 or n > 20_000:  # (a short loop, a long step: unrolled)
+            assert plan.count("extern update_slice") == steps
+        else:  # re-rolled: one in-order loop updating u in place (braze.reroll)
+            assert plan.count("extern rolled") == 1 and "update_slice" not in plan
 
 
 def test_same_array_passed_twice_disables_in_place_tricks():

@@ -126,3 +126,21 @@ def _pick_impl(x, *, index):
 declare("composite", "call", abstract=_composite_abstract, impl=_composite_impl)
 declare("pick", "call", abstract=_pick_abstract, impl=_pick_impl)
 declare("host_call", "call", abstract=_host_call_abstract, impl=_host_call_impl)
+
+
+def _rolled_abstract(dst, *leaves, spec, table):
+    return dst
+
+
+def _rolled_impl(dst, *leaves, spec, table):
+    return spec.run(np.array(dst, copy=True), leaves, table)
+
+
+def _rolled_inplace(dst, *leaves, spec, table):
+    leaves = tuple(np.array(leaf) if isinstance(leaf, np.ndarray) and np.may_share_memory(dst, leaf) else leaf
+                   for leaf in leaves)  # (a leaf sharing memory with dst reads it as it was)
+    return spec.run(dst, leaves, table)
+
+
+# A loop's iterations re-rolled (``braze.reroll``): ``spec`` runs them over ``table``.
+declare("rolled", "call", abstract=_rolled_abstract, impl=_rolled_impl, inplace=_rolled_inplace)

@@ -1,0 +1,295 @@
+"""Re-rolling: the iterations of an unrolled Python loop become one loop again.
+
+A loop writing one region of an array per iteration (``out[i, j] =
+np.sum(image[i:i+3, j:j+3] * w)``, ``y[i] = y[i-1] * a + x[i]``) traces to a
+chain of ``update_slice`` nodes, each storing a value computed by a small
+subgraph of its own (the iteration's *interior*: the nodes only that value
+uses) from values shared by all iterations (the *leaves*: ``image``, ``w``)
+and from windows of them at offsets that change from one iteration to the
+next. A run of such updates whose interiors are the same up to those offsets
+is one ``rolled`` node: the interior once, as a graph (the *template*, whose
+inputs are the windows and the leaves), and a table with a row of offsets per
+iteration (the windows' starts, then the region's starts).
+
+A target compiles the template once and runs it in a loop over the table's
+rows (``Rolled.runner``); the iterations are *independent* (parallel) when no
+window reads the array being updated and no two regions overlap, and run in
+order otherwise, each reading the array as the iterations before it left it:
+what the unrolled program computed, update by update.
+
+The pass is linear in the graph: each node is visited a bounded number of
+times (an interior is at most ``MAX_INTERIOR`` nodes), and runs are found in
+one walk along each chain.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .core import NUMPY_IMPL
+from .graph import Graph, Node, toposort
+
+MIN_RUN = 8         # iterations below which a run stays unrolled
+MAX_INTERIOR = 48   # nodes in one iteration's interior (past it: not re-rolled)
+_STATEFUL = frozenset({"host_call", "compress", "kernel", "composite", "rolled"})
+_SOURCES = frozenset({"input", "const", "capture"})
+
+
+class Table:
+    """The offsets of each iteration (a read-only int64 array ``rows x columns``),
+    hashed by value so two equal programs intern to one node."""
+
+    __slots__ = ("rows", "_hash")
+
+    def __init__(self, rows: np.ndarray):
+        self.rows = np.ascontiguousarray(rows, dtype=np.int64)
+        self.rows.flags.writeable = False
+        self._hash = hash((self.rows.shape, self.rows.tobytes()))
+
+    def __eq__(self, other):
+        return isinstance(other, Table) and self.rows.shape == other.rows.shape and np.array_equal(self.rows, other.rows)
+
+    def __hash__(self):
+        return self._hash
+
+    def __repr__(self):
+        return f"<{self.rows.shape[0]} iterations x {self.rows.shape[1]} offsets>"
+
+
+@dataclass(frozen=True, eq=False)
+class Rolled:
+    """What a ``rolled`` node runs (its ``spec`` param).
+
+    ``template``: inputs are the windows, then the leaves (``inputs[1:]`` of the
+    node: the first is the array updated); its one output is the value stored.
+    ``windows[w]``: (which leaf, -1 for the array updated; its extents; its
+    steps): its starts are table columns ``ndim`` at a time, in order, then
+    the region's (``region``: extents, steps). ``independent``: the
+    iterations may run in any order. ``runner``: a target's compiled loop,
+    ``runner(dst, leaves, table)`` writing into ``dst``; None runs the template
+    with NumPy, iteration by iteration."""
+
+    template: Graph
+    windows: tuple
+    region: tuple
+    independent: bool
+    runner: object = None
+
+    def __repr__(self):
+        kind = "independent" if self.independent else "in order"
+        return f"<{len(self.template.nodes)} nodes a step, {kind}>"
+
+    def run(self, dst: np.ndarray, leaves, table: Table) -> np.ndarray:
+        if self.runner is not None:
+            self.runner(dst, leaves, table.rows)
+            return dst
+        order = [n for n in self.template.nodes if n.op not in ("input", "const")]
+        nwin = len(self.windows)
+        for row in table.rows:
+            values, col = {}, 0
+            for k, (which, extents, steps) in enumerate(self.windows):
+                base = dst if which < 0 else leaves[which]
+                starts = row[col:col + len(extents)]
+                col += len(extents)
+                values[id(self.template.inputs[k])] = np.asarray(base)[_window(starts, extents, steps)]
+            for k, leaf in enumerate(leaves):
+                values[id(self.template.inputs[nwin + k])] = leaf
+
+            def value(n):
+                if n.op == "const":
+                    return n.kw["value"].value
+                return values[id(n)]
+
+            for n in order:
+                values[id(n)] = NUMPY_IMPL[n.op](*[value(i) for i in n.inputs], **n.kw)
+            extents, steps = self.region
+            dst[_window(row[col:], extents, steps)] = value(self.template.outputs[0])
+        return dst
+
+
+def _window(starts, extents, steps) -> tuple:
+    return tuple(slice(int(a), int(a) + (e - 1) * s + 1, s) if e else slice(int(a), int(a))
+                 for a, e, s in zip(starts, extents, steps))
+
+
+# ---------------------------------------------------------------- the pass
+
+
+def reroll(graph: Graph, compile_template=None) -> Graph:
+    """``graph`` with each run of at least ``MIN_RUN`` alike updates of a chain as
+    one ``rolled`` node. ``compile_template(spec, leaves, iterations) -> runner | None``: a
+    target's compiled loop for the template (None: the run stays unrolled);
+    without it the template runs with NumPy."""
+    order = toposort(graph.outputs)
+    index = {id(n): k for k, n in enumerate(order)}
+    uses: dict[int, int] = {}
+    updates: dict[int, list] = {}  # id(array) -> the updates of it
+    for n in order:
+        for i in n.inputs:
+            uses[id(i)] = uses.get(id(i), 0) + 1
+        if n.op == "update_slice":
+            updates.setdefault(id(n.inputs[0]), []).append(n)
+    for o in graph.outputs:
+        uses[id(o)] = uses.get(id(o), 0) + 1
+    # chains: each update of the one update before it (which other nodes may read:
+    # the next iteration's windows, checked by _iteration)
+    nxt = {id(n.inputs[0]): n for n in order if n.op == "update_slice"
+           and n.inputs[0].op == "update_slice" and len(updates[id(n.inputs[0])]) == 1}
+    linked = {id(n) for n in nxt.values()}
+    replace: dict[int, Node] = {}
+    for head in order:
+        if head.op != "update_slice" or id(head) in linked or id(head) not in nxt:
+            continue
+        chain = [head]
+        while id(chain[-1]) in nxt:
+            chain.append(nxt[id(chain[-1])])
+        if len(chain) < MIN_RUN:
+            continue
+        its = [_iteration(c, index, uses) for c in chain]
+        start = 0
+        while start < len(chain):
+            end = start + 1
+            while end < len(chain) and its[start] is not None and its[end] is not None \
+                    and its[end].signature == its[start].signature:
+                end += 1
+            if its[start] is not None and end - start >= MIN_RUN:
+                node = _rolled(chain[start:end], its[start:end], index, compile_template)
+                if node is not None:
+                    replace[id(chain[end - 1])] = node
+            start = end
+    if not replace:
+        return graph
+    mapping: dict[int, Node] = {}
+    for n in order:
+        new = replace.get(id(n), n)
+        mapping[id(n)] = new.replace(mapping.get(id(i), i) for i in new.inputs)
+    outputs = [mapping[id(o)] for o in graph.outputs]
+    return Graph(graph.inputs, outputs, graph.captures, graph.input_names, graph.notes)
+
+
+@dataclass
+class _Iteration:
+    signature: tuple   # equal for two updates exactly when they differ only in offsets
+    offsets: list      # the windows' starts, then the region's
+    leaves: dict       # id -> node read by the interior, computed outside it
+    interior: list     # the nodes only this update's value uses, topological
+    windows: list      # interior slices of leaves (or of the array updated) at offsets
+
+
+def _iteration(update: Node, index, uses) -> _Iteration | None:
+    """One update of a chain as an iteration of a rolled loop (None: it cannot be)."""
+    dst, value = update.inputs
+    if (value.aval.dtype != dst.aval.dtype or value.op in _STATEFUL or not update.kw["slices"]
+            or any(s <= 0 for _, _, s in update.kw["slices"])):
+        return None
+    taken, stack = {id(value): value}, [value]
+    while stack:  # the candidates, bounded
+        n = stack.pop()
+        if n.op in _SOURCES or n is dst:
+            continue
+        for i in n.inputs:
+            if id(i) not in taken:
+                taken[id(i)] = i
+                stack.append(i)
+                if len(taken) > MAX_INTERIOR:
+                    return None
+    users_inside: dict[int, int] = {id(value): 1}
+    inside: set[int] = set()
+    interior = []
+    for n in sorted(taken.values(), key=lambda m: -index[id(m)]):  # users before what they read
+        inner = users_inside.get(id(n), 0)
+        if n is dst or n.op in _SOURCES or not inner:
+            continue
+        if inner != uses[id(n)] and not (n.op == "slice" or n.op == "reshape" and n.inputs[0].op == "slice"):
+            continue  # (a window other iterations read too, interned once, is sliced again by each)
+        if n.op in _STATEFUL:
+            return None
+        interior.append(n)
+        inside.add(id(n))
+        for i in n.inputs:
+            users_inside[id(i)] = users_inside.get(id(i), 0) + 1
+    if id(value) not in inside or users_inside.get(id(dst), 0) + 1 != uses[id(dst)]:
+        return None  # the value is read elsewhere, or the array updated is read outside this iteration
+    interior.reverse()
+    ref: dict[int, tuple] = {}
+    it = _Iteration((), [], {}, interior, [])
+    sig = []
+    for n in interior:
+        base = n.inputs[0] if n.inputs else None
+        if n.op == "slice" and id(base) not in inside and base.op != "const" \
+                and all(a >= 0 and s > 0 for a, _, s in n.kw["slices"]):
+            if base is not dst:
+                it.leaves.setdefault(id(base), base)
+            ref[id(n)] = ("win", len(it.windows))
+            it.windows.append(n)
+            sig.append(("win", ("dst",) if base is dst else ("leaf", id(base)), n.aval,
+                        tuple(s for _, _, s in n.kw["slices"])))
+            it.offsets.extend(a for a, _, _ in n.kw["slices"])
+            continue
+        args = []
+        for i in n.inputs:
+            if id(i) in ref:
+                args.append(ref[id(i)])
+            elif i is dst:
+                return None  # the array updated, read whole: not a window of one iteration
+            else:
+                if i.op != "const":
+                    it.leaves.setdefault(id(i), i)
+                args.append(("leaf", id(i)))
+        ref[id(n)] = ("node", len(sig))
+        sig.append((n.op, n.params, n.aval, tuple(args)))
+    region = update.kw["slices"]
+    sig.append(("region", ref[id(value)], tuple(s for _, _, s in region), value.aval.shape))
+    it.offsets.extend(a for a, _, _ in region)
+    it.signature = tuple(sig)
+    return it
+
+
+def _rolled(run: list[Node], its: list[_Iteration], index: dict, compile_template) -> Node | None:
+    """The ``rolled`` node of a run of alike updates (None: left unrolled)."""
+    first = its[0]
+    if any(index[id(leaf)] >= index[id(run[0])] for leaf in first.leaves.values()):
+        return None  # a leaf computed after the run starts (it might read the run's updates)
+    dst = run[0].inputs[0]
+    leaves = list(first.leaves.values())
+    position = {id(leaf): k for k, leaf in enumerate(leaves)}
+    inputs, windows, mapping = [], [], {}
+    for n in first.windows:
+        base = n.inputs[0]
+        windows.append((-1 if base is dst else position[id(base)], tuple(n.aval.shape),
+                        tuple(s for _, _, s in n.kw["slices"])))
+        mapping[id(n)] = Node.make("input", (), n.aval, index=len(inputs))
+        inputs.append(mapping[id(n)])
+    for leaf in leaves:
+        mapping[id(leaf)] = Node.make("input", (), leaf.aval, index=len(inputs))
+        inputs.append(mapping[id(leaf)])
+    for n in first.interior:
+        if id(n) not in mapping:
+            mapping[id(n)] = n.replace(mapping.get(id(i), i) for i in n.inputs)
+    value = run[0].inputs[1]
+    template = Graph(inputs, [mapping[id(value)]])
+    table = Table(np.array([it.offsets for it in its], dtype=np.int64))
+    region = (tuple(value.aval.shape), tuple(s for _, _, s in run[0].kw["slices"]))
+    independent = all(w[0] >= 0 for w in windows) and _disjoint(table.rows, region, dst.aval.shape)
+    spec = Rolled(template, tuple(windows), region, independent)
+    if compile_template is not None:
+        runner = compile_template(spec, leaves, len(run))
+        if runner is None:
+            return None
+        spec = Rolled(template, tuple(windows), region, independent, runner)
+    return Node.make("rolled", (dst, *leaves), dst.aval, spec=spec, table=table)
+
+
+def _disjoint(rows: np.ndarray, region, shape) -> bool:
+    """No element of the array is in two iterations' regions."""
+    extents, steps = region
+    nd = len(extents)
+    starts = rows[:, rows.shape[1] - nd:]
+    if int(np.prod(extents)) == 1:
+        flat = np.ravel_multi_index(tuple(starts.T), shape) if nd else np.zeros(len(rows), np.int64)
+        return len(np.unique(flat)) == len(flat)
+    count = np.zeros(shape, np.int32)
+    for row in starts:
+        count[_window(row, extents, steps)] += 1
+    return bool(count.max(initial=0) <= 1)

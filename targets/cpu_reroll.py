@@ -1,0 +1,119 @@
+"""The cpu's re-rolled loops (``braze.reroll``): one numba function per template.
+
+The template (one iteration: a value computed from windows of arrays at
+offsets) is fused like any program; when it is one kernel, the rolled loop is
+generated around that kernel's serial variant: per iteration, the windows
+are sliced at the table row's offsets, the kernel writes the value into a
+scratch buffer, and the buffer is stored into the region. Independent
+iterations run in parallel chunks (``prange``), each chunk with its own
+scratch buffer; the others run in order. The module holds the kernel and the
+loop, so it is cached on disk like any kernel (``cpu_cache``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from braze.fusion import Loop, View, fuse
+from braze.reroll import Rolled
+
+from . import cpu_cache
+from .cpu_codegen import FASTMATH, FLAGS, HEADER, PARALLEL_MIN, generate, needs_numpy
+
+CHUNKS = 64  # parallel chunks of an independent loop (each takes one scratch buffer)
+# Elements an in-order iteration may compute and still be re-rolled: one that
+# computes more is a kernel call of its own, multi-threaded, writing straight
+# into its region (cpu_memory's direct writes), and a call's dispatch (about
+# a microsecond) is small beside its work.
+SERIAL_MAX = 1 << 14
+
+
+def compile_template(spec: Rolled, leaves, iterations: int) -> object | None:
+    """``runner(dst, leaves, rows)`` for ``spec`` run ``iterations`` times, or None when its template is not
+    one kernel this loop can call (then the run stays unrolled)."""
+    program = fuse(spec.template)
+    nwin = len(spec.windows)
+    inputs = {id(n): k for k, n in enumerate(spec.template.inputs)}
+    views = {id(s.node): s.node for s in program.steps if isinstance(s, View)}
+    out = spec.template.outputs[0]  # the value stored: a kernel's output or a window, reshaped
+    while out.op == "reshape":
+        out = out.inputs[0]
+    loops = [s for s in program.steps if isinstance(s, Loop)]
+    if inputs.get(id(out), nwin) < nwin:
+        ks, loop = None, None  # a copy of a window
+    elif len(loops) == 1 and loops[0].outputs == [out] and all(isinstance(s, (Loop, View)) for s in program.steps):
+        loop = loops[0]
+        if loop.perm is not None or loop.compact or needs_numpy(loop):
+            return None
+        ks = generate(loop)
+        if ks.has_trig:
+            return None
+    else:
+        return None
+    cols = np.cumsum([0] + [len(ext) for _, ext, _ in spec.windows])
+
+    def window(w: int, drop: bool = False) -> str:
+        """Window ``w`` at row ``p``'s offsets; ``drop``: its size-1 dimensions indexed
+        by an integer (the reshape dropping them, as NumPy's ``x[:, j]`` makes it)."""
+        which, extents, steps = spec.windows[w]
+        base = "dst" if which < 0 else f"l{which}"
+        index = [f"p[{cols[w] + d}]" if drop and e == 1 else _slice(f"p[{cols[w] + d}]", e, s)
+                 for d, (e, s) in enumerate(zip(extents, steps))]
+        return f"{base}[{', '.join(index)}]"
+
+    extents, steps = spec.region
+    region = ", ".join(_slice(f"p[{cols[-1] + d}]", e, s) for d, (e, s) in enumerate(zip(extents, steps)))
+    size = int(np.prod(extents, dtype=np.int64))
+    if ks is None:  # (copied first: the window may overlap the region)
+        step = [f"o0 = {window(inputs[id(out)])}.copy()", f"dst[{region}] = o0.reshape({tuple(extents)!r})"]
+        consts, work, scratch = [], size, []
+    else:
+        args = []
+        for leaf in ks.leaves:
+            src = loop.reads(leaf)
+            w = inputs.get(id(src.inputs[0]), nwin) if src.op == "reshape" and id(src) in views else nwin
+            if w < nwin and tuple(e for e in spec.windows[w][1] if e != 1) == src.aval.shape:
+                args.append(window(w, drop=True))  # a column, a row, an element: one index
+            elif id(src) in inputs and inputs[id(src)] < nwin and src.aval.ndim:
+                args.append(window(inputs[id(src)]))
+            elif id(src) in inputs:
+                args.append(f"l{inputs[id(src)] - nwin}")
+            else:
+                return None  # another view of a window (a transpose, a reshape): not sliced here
+        args += ["o0"] + [str(int(d)) for d in loop.domain] + [f"c{k}" for k in range(len(ks.consts))]
+        consts = [np.asarray(c.kw["value"].value).astype(c.aval.dtype)[()] for c in ks.consts]
+        dtype = np.dtype(loop.outputs[0].aval.dtype).name
+        step = [f"kernel_serial({', '.join(args)})",
+                f"dst[{region}] = o0.reshape({tuple(extents)!r})"]
+        work = int(np.prod(loop.domain, dtype=np.int64))
+        scratch = [f"        o0 = np.empty({size}, np.{dtype})"]
+    if not spec.independent and work >= SERIAL_MAX:
+        return None  # each step of a time loop big enough for threads: stays unrolled
+    parallel = spec.independent and iterations * work >= PARALLEL_MIN
+    params = ", ".join(["dst"] + [f"l{k}" for k in range(len(leaves))] + ["table"]
+                       + [f"c{k}" for k in range(len(consts))])
+    body = [
+        "    n = table.shape[0]",
+        f"    nch = min(n, {CHUNKS})" if parallel else "    nch = min(n, 1)",
+        f"    for c in {'prange' if parallel else 'range'}(nch):",
+        *scratch,
+        "        for k in range(c * n // nch, (c + 1) * n // nch):",
+        "            p = table[k]",
+        *("            " + line for line in step),
+    ]
+    source = ((ks.source if ks else HEADER) + f"\n\n@njit(parallel={parallel}, fastmath={FASTMATH}, {FLAGS})\n"
+              f"def rolled({params}):\n" + "\n".join(body) + "\n")
+    scalar = [leaf.aval.ndim == 0 for leaf in leaves]
+    fn = []
+
+    def runner(dst, values, rows):
+        if not fn:
+            fn.append(cpu_cache.load(source, "rolled"))
+        fn[0](dst, *[np.asarray(v)[()] if s else np.asarray(v) for v, s in zip(values, scalar)], rows, *consts)
+
+    runner.source = source
+    return runner
+
+
+def _slice(start: str, extent: int, step: int) -> str:
+    stop = f"{start} + {(extent - 1) * step + 1}" if extent else start
+    return f"{start}:{stop}" + (f":{step}" if step != 1 else "")

@@ -1,0 +1,212 @@
+"""Re-rolling (``braze.reroll``): a Python loop writing one region per iteration,
+unrolled by tracing, runs as one loop again: on cpu one numba function
+calling the iteration's kernel, parallel when the iterations are independent,
+in order when an iteration reads what an earlier one wrote. Results are the
+unrolled program's, bit for bit."""
+import copy
+
+import numpy as np
+import pytest
+
+import braze
+from braze.pipeline import _inlined
+from braze.reroll import MIN_RUN, reroll
+from braze.targets.generic import lower_graph
+from programs.polybench import conv2d
+
+
+def recurrence(x, a):
+    y = np.zeros_like(x)
+    y[0] = x[0]
+    for i in range(1, x.shape[0]):
+        y[i] = a * y[i - 1] + x[i]
+    return y
+
+
+def columns(x, w):
+    out = np.empty_like(x)
+    for j in range(x.shape[1]):
+        out[:, j] = np.tanh(x[:, j]) * w[j] + x[:, j]
+    return out
+
+
+def reverse_in_place(x):
+    n = x.shape[0]
+    for i in range(n):
+        x[i] = x[n - 1 - i]  # the second half reads what the first half wrote
+    return x
+
+
+def overlapping(x):
+    out = np.zeros(x.shape[0] + 2, x.dtype)
+    for i in range(x.shape[0]):
+        out[i:i + 3] = x[i] * np.ones(3, x.dtype)  # later writes win
+    return out
+
+
+def strided_rows(x):
+    out = np.zeros((2 * x.shape[0], 2 * x.shape[1]), x.dtype)
+    for i in range(x.shape[0]):
+        out[2 * i, ::2] = np.maximum(x[i], 0) - 0.5 * x[i]
+    return out
+
+
+def counts(x):
+    out = np.zeros(x.shape[0], np.int64)
+    for i in range(x.shape[0]):
+        out[i] = np.sum(x[i] > 0)
+    return out
+
+
+def short_loop(x):
+    out = np.zeros_like(x)
+    for i in range(MIN_RUN - 1):
+        out[i] = x[i] * 2
+    return out
+
+
+def growing(x):  # windows of changing extent: iterations are not alike
+    out = np.zeros_like(x)
+    for i in range(x.shape[0]):
+        out[i] = np.sum(x[i:])
+    return out
+
+
+def _conv_args(dtype, rng):
+    return (rng.standard_normal((12, 11)).astype(dtype), rng.standard_normal((3, 2)).astype(dtype))
+
+
+CASES = {
+    "conv2d": (conv2d, lambda d, r: _conv_args(d, r), True),
+    "recurrence": (recurrence, lambda d, r: (r.standard_normal(40).astype(d), 0.5), True),
+    "columns": (columns, lambda d, r: (r.standard_normal((7, 12)).astype(d), r.standard_normal(12).astype(d)), True),
+    "reverse_in_place": (reverse_in_place, lambda d, r: (r.standard_normal(17).astype(d),), True),
+    "overlapping": (overlapping, lambda d, r: (r.standard_normal(10).astype(d),), True),
+    "strided_rows": (strided_rows, lambda d, r: (r.standard_normal((9, 3)).astype(d),), True),
+    "counts": (counts, lambda d, r: ((r.standard_normal((10, 5)) * 1e30).astype(d),), True),
+    "short_loop": (short_loop, lambda d, r: (r.standard_normal(10).astype(d),), False),
+    "growing": (growing, lambda d, r: (r.standard_normal(12).astype(d),), False),
+}
+
+
+def _args(name, dtype):
+    return CASES[name][1](dtype, np.random.default_rng(7))
+
+
+def _rolled_nodes(graph):
+    return [n for n in graph.nodes if n.op == "rolled"]
+
+
+# Not bitwise NumPy's, by the numerics contract: np.tanh is braze's vector tanh (within
+# its documented 2 ulp), a float sum's accumulation order is braze's own.
+APPROXIMATE = {"columns", "conv2d", "growing"}
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_cpu_matches_numpy_and_the_unrolled_program(name, dtype, monkeypatch):
+    fn, _, rolls = CASES[name]
+    args = _args(name, dtype)
+    f = braze.compile(fn, target="cpu")
+    want = fn(*copy.deepcopy(args))
+    got = f(*copy.deepcopy(args))
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert ("rolled" in f.lower(*args).plan) == rolls
+    if name in APPROXIMATE:
+        scale = np.prod([np.abs(a).max() + 1 for a in args]) * 16  # (bounds the terms that cancel)
+        np.testing.assert_allclose(got, want, rtol=0, atol=4 * np.finfo(dtype).eps * scale)
+    else:
+        np.testing.assert_array_equal(got, want)
+    monkeypatch.setattr("braze.reroll.MIN_RUN", 10**9)  # the same program unrolled: the same bits
+    unrolled = braze.compile(fn, target="cpu")
+    assert "rolled" not in unrolled.lower(*args).plan
+    np.testing.assert_array_equal(got, unrolled(*copy.deepcopy(args)))
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_template_run_with_numpy_matches_unrolled(name):
+    """The pass alone (the template run with NumPy, no target) changes no bit."""
+    fn, _, rolls = CASES[name]
+    args = _args(name, np.float64)
+    graph = _inlined(braze.compile(fn, target="cpu").lower(*args).ir)
+    rolled = reroll(graph)
+    assert bool(_rolled_nodes(rolled)) == rolls
+    arrays = [np.asarray(a) for a in args]
+    want = lower_graph(graph).run(copy.deepcopy(arrays))
+    got = lower_graph(rolled).run(copy.deepcopy(arrays))
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_independent_and_in_order_runs_are_told_apart():
+    def spec(fn, *args):
+        graph = reroll(_inlined(braze.compile(fn, target="cpu").lower(*args).ir))
+        (node,) = _rolled_nodes(graph)
+        return node.kw["spec"]
+
+    rng = np.random.default_rng(0)
+    assert spec(conv2d, *_conv_args(np.float64, rng)).independent
+    assert not spec(recurrence, rng.standard_normal(20), 0.5).independent
+    assert not spec(overlapping, rng.standard_normal(10)).independent
+    assert not spec(reverse_in_place, rng.standard_normal(10)).independent
+
+
+def test_a_loop_of_many_iterations_compiles_one_kernel():
+    rng = np.random.default_rng(1)
+    image, weights = rng.standard_normal((60, 60)), rng.standard_normal((3, 3))
+    f = braze.compile(conv2d, target="cpu")
+    lowered = f.lower(image, weights)
+    assert lowered.counts["kernels"] == 0 and lowered.plan.count("rolled") == 1
+    np.testing.assert_allclose(f(image, weights), conv2d(image, weights), rtol=1e-13, atol=1e-13)
+
+
+def relu_columns(x, w):
+    out = np.empty_like(x)
+    for j in range(x.shape[1]):
+        out[:, j] = np.maximum(x[:, j], 0) * w[j] + x[:, j]
+    return out
+
+
+def test_special_values_and_parallel_chunks():
+    """NaN, inf, signed zeros through a rolled loop large enough to run in
+    parallel chunks; the result is NumPy's exactly."""
+    from braze.targets.cpu_reroll import compile_template
+
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((400, 1500))
+    x[0, :4] = [np.nan, np.inf, -np.inf, -0.0]
+    x[1:5, 0] = [-0.0, 0.0, np.nan, -np.inf]
+    w = rng.standard_normal(1500)
+    f = braze.compile(relu_columns, target="cpu")
+    np.testing.assert_array_equal(f(x, w), relu_columns(x, w))
+    graph = reroll(_inlined(f.lower(x, w).ir), compile_template)
+    (node,) = _rolled_nodes(graph)
+    assert "prange(nch)" in node.kw["spec"].runner.source
+
+
+def test_in_place_update_of_an_argument():
+    x = np.arange(20.0)
+    f = braze.compile(reverse_in_place, target="cpu")
+    want = reverse_in_place(x.copy())
+    y = x.copy()
+    f(y)
+    np.testing.assert_array_equal(y, want)
+
+
+def test_aliased_arguments_read_as_numpy_reads_them():
+    """The array updated passed again as the array read: NumPy's loop reads what
+    its earlier iterations wrote, and so does the compiled one."""
+    def shift(out, x):
+        for i in range(x.shape[0] - 1):
+            out[i + 1] = x[i] * 2.0
+        return out
+
+    f = braze.compile(shift, target="cpu")
+    assert "rolled" in f.lower(np.zeros(12), np.zeros(12)).plan
+    want = np.arange(12.0)
+    shift(want, want)  # (NumPy: each iteration reads what the one before wrote)
+    got = np.arange(12.0)
+    f(got, got)
+    np.testing.assert_array_equal(got, want)
+    separate = np.arange(12.0)
+    np.testing.assert_array_equal(f(separate.copy(), separate), shift(separate.copy(), separate))

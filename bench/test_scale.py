@@ -43,6 +43,16 @@ PROGRAMS = {
             return out
         args = (rng.random((256, 4096)),)
     """,
+    # a loop over output pixels (5 ops each: window, multiply, sum, reshape, update): re-rolled
+    "pixel_loop": """
+        def fn(image, w):
+            out = np.zeros((image.shape[0] - 2, image.shape[1] - 2))
+            for p in range(N // 5):
+                i, j = divmod(p, out.shape[1])
+                out[i, j] = np.sum(image[i:i + 3, j:j + 3] * w)
+            return out
+        args = (rng.random((N // 5 // 250 + 3, 252)), rng.random((3, 3)))
+    """,
 }
 
 SIZES = (1_000, 10_000, 100_000)

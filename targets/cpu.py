@@ -180,7 +180,7 @@ def lower_program(program: Program, donated=frozenset(), mutable=frozenset()) ->
     _fold_views(program)
     memory = cpu_memory.plan(program, slot_of, donated, mutable)
     writer = cpu_driver.Writer()
-    sources, kernel_sources = [], []
+    sources, kernel_sources, rolled = [], [], 0
     dead = _dead_after(program, slot_of)
     # kernel output slot -> (the array an in-place update stores it in, the update's key)
     direct = {slot: (slot_of[id(program.steps[k].node.inputs[0])],
@@ -205,6 +205,11 @@ def lower_program(program: Program, donated=frozenset(), mutable=frozenset()) ->
             sources.append(f"# {step.name}: {', '.join(m.op for m in step.members)}\n{ks.source}")
             kernel_sources.append(ks.source)
         else:
+            if step.node.op == "rolled":  # (its module: the iteration's kernel and the loop over the table)
+                spec, table = step.node.kw["spec"], step.node.kw["table"]
+                sources.append(f"# {step.name}: rolled loop, {table.rows.shape[0]} iterations, "
+                               f"{'independent' if spec.independent else 'in order'}\n{spec.runner.source}")
+                rolled += 1
             cpu_driver.op_step(writer, index, step.node, slot_of, index in memory.inplace,
                                direct=index in direct_updates,
                                fold=(step.base, step.index) if isinstance(step, View) and step.base is not None
@@ -215,5 +220,5 @@ def lower_program(program: Program, donated=frozenset(), mutable=frozenset()) ->
     executable = Executable(run, program.describe(), "\n\n".join(sources))
     executable.driver = run.source
     executable.counts = {"steps": len(program.steps), "kernels": len(kernel_sources),
-                         "distinct kernels": len(set(kernel_sources))}
+                         "distinct kernels": len(set(kernel_sources)), "rolled loops": rolled}
     return executable

@@ -85,7 +85,10 @@ def _kernels_of_sites(program: Program, record: dict) -> dict:
 def _fold_views(program: Program) -> None:
     """Views that are one NumPy index, made at the step that reads them.
 
-    A kernel's scalar argument that is one element of an array (``a[i, i]``,
+    A kernel's argument that is a slice of an array (``a[1:-1]``, ``b[:, 2:]``:
+    a stencil's shifted windows) is read from that array at the slice's offsets,
+    so one argument serves every window and no view is made per call (see
+    Loop.windows). A kernel's scalar argument that is one element of an array (``a[i, i]``,
     ``s[0]``: a slice of ones reshaped to a scalar, what a loop over elements
     traces to) is read as ``array[index]`` when the kernel is called; a column
     or row (``x[:, i]``: a slice then a reshape dropping its size-1 dimension)
@@ -95,6 +98,9 @@ def _fold_views(program: Program) -> None:
         if not isinstance(step, Loop) or step.perm is not None or needs_numpy(step):
             continue
         for leaf in step.leaves:
+            if leaf.op == "slice" and id(leaf) not in step.dropped and _window(leaf) is not None:
+                step.windows[id(leaf)] = _window_of(leaf)
+                continue
             if leaf.op != "reshape" or leaf.aval.shape != () or id(leaf) in step.dropped:
                 continue
             sl = leaf.inputs[0]
@@ -133,6 +139,39 @@ def _fold_views(program: Program) -> None:
             continue
         keep.append(step)
     program.steps[:] = keep[::-1]
+
+
+def _out_windows(loop: Loop, slot_of: dict, direct: dict, program: Program) -> dict:
+    """Output index -> steps, for the outputs of ``loop`` written straight into a
+    window of the array an in-place update stores them in (``u[1:-1, 1:-1] =
+    ...``: a region no flat buffer can be, cpu_memory._direct_writes)."""
+    wins = {}
+    for k, o in enumerate(loop.outputs):
+        key = direct.get(slot_of[id(o)], (None, ()))[1]
+        if (len(key) == o.aval.ndim and all(sl.start is not None and sl.start >= 0 and sl.step for sl in key)
+                and tuple(len(range(sl.start, sl.stop if sl.stop is not None else -1, sl.step)) for sl in key)
+                == tuple(o.aval.shape)):
+            wins[k] = tuple(sl.step for sl in key)
+    return wins
+
+
+def _window(sl) -> tuple | None:
+    """(starts, steps) of a slice a kernel reads from its array by offset, or None."""
+    slices = sl.kw["slices"]
+    if len(slices) != sl.aval.ndim or any(a < 0 or c == 0 for a, _, c in slices):
+        return None
+    return tuple(int(a) for a, _, _ in slices), tuple(int(c) for _, _, c in slices)
+
+
+def _window_of(sl) -> tuple:
+    """(array, starts, steps): a slice read from its array, through slices of slices."""
+    base, (starts, steps) = sl.inputs[0], _window(sl)
+    while base.op == "slice" and _window(base) is not None:
+        outer_starts, outer_steps = _window(base)
+        starts = tuple(a + c * b for a, c, b in zip(outer_starts, outer_steps, starts))
+        steps = tuple(c * d for c, d in zip(outer_steps, steps))
+        base = base.inputs[0]
+    return base, starts, steps
 
 
 def _step_reads(step) -> tuple:
@@ -192,7 +231,7 @@ def lower_program(program: Program, donated=frozenset(), mutable=frozenset()) ->
             cpu_driver.numpy_loop_step(writer, index, step, slot_of)
             sources.append(f"# {step.name}: {needs_numpy(step)}")
         elif isinstance(step, Loop):
-            ks = generate(step)
+            ks = generate(step, out_windows=_out_windows(step, slot_of, direct, program))
             work = int(np.prod(step.domain, dtype=np.int64))
             parallel = work >= PARALLEL_MIN
             if parallel and cpu_cache.has_parallel(ks.source):

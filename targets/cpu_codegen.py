@@ -58,6 +58,7 @@ class KernelSource:
     consts: list[Node]     # literal nodes passed as arguments
     leaf_shapes: list[tuple[int, ...]]  # shape each leaf is indexed with (after perm alignment)
     has_trig: bool = False  # takes a flag array last; rerun kernel_exact when it comes back set
+    out_windows: tuple = ()  # outputs written into a window of a larger array (``generate``)
 
 
 HEADER = """import math
@@ -119,8 +120,20 @@ def needs_numpy(loop: Loop) -> str | None:
     return None
 
 
-def generate(loop: Loop, name: str = "kernel") -> KernelSource:
-    return LoopCodegen(loop, name).build()
+def generate(loop: Loop, name: str = "kernel", out_windows: dict | None = None) -> KernelSource:
+    """``out_windows``: output index -> the steps of a window of a larger array
+    (``u[1:-1, 1:-1] = ...``) that output is written into: the kernel takes that
+    array and the window's starts in place of a flat buffer. Honoured for
+    elementwise loops whose outputs span the domain (``KernelSource.out_windows``
+    says which were)."""
+    return LoopCodegen(loop, name, out_windows).build()
+
+
+def _offset(start: str, step: int, index: str) -> str:
+    """The index ``start + step * index`` of a window, as source."""
+    if index == "0":
+        return start
+    return f"{start} + {index}" if step == 1 else f"{start} + {step} * {index}"
 
 
 class LoopCodegen:
@@ -131,9 +144,17 @@ class LoopCodegen:
 
     ops = CpuOps()  # the scalar code of each elementwise op on this target (the ops handler)
 
-    def __init__(self, loop: Loop, name: str):
+    def __init__(self, loop: Loop, name: str, out_windows: dict | None = None):
         self.loop = loop
         self.name = name
+        # Window leaves (``a[1:-1]``, ``a[:, 2:]``, see Loop.windows) are read from
+        # their array at offsets: the starts are arguments (so iterations of an
+        # unrolled loop share the kernel), the steps part of the source.
+        self.windows = {id(leaf): loop.windows[id(leaf)][2] for leaf in loop.leaves if id(leaf) in loop.windows}
+        domain = tuple(int(d) for d in loop.domain)
+        self.out_windows = {k: tuple(steps) for k, steps in (out_windows or {}).items()
+                            if domain and not loop.ninner and loop.perm is None and not loop.compact and len(steps) == len(domain)
+                            and tuple(loop.outputs[k].aval.shape) == domain and loop.space[id(loop.outputs[k])] == "full"}
         self.members = {id(m) for m in loop.members}
         self.R = len(loop.domain)
         self.r = loop.ninner
@@ -195,9 +216,12 @@ class LoopCodegen:
         # that starts at a block boundary (range(jb, ...)); as unsigned ints
         # they skip NumPy's negative-index wraparound, which would otherwise
         # turn contiguous loads into gathers.
-        parts = ["0" if d == 1 and not (aligned and dom[offset + i] == 1) else f"np.uint64({idx[offset + i]})"
+        parts = ["0" if d == 1 and not (aligned and dom[offset + i] == 1) else idx[offset + i]
                  for i, d in enumerate(shape)]
-        return f"{name}[{', '.join(parts)}]"
+        steps = self.windows.get(id(leaf))
+        if steps is not None:
+            parts = [_offset(f"w{k}_{i}", step, part) for i, (step, part) in enumerate(zip(steps, parts))]
+        return f"{name}[{', '.join(p if p == '0' else f'np.uint64({p})' for p in parts)}]"
 
     # ---- passes
     def _plan_passes(self):
@@ -395,7 +419,7 @@ class LoopCodegen:
             functions.append(self._function(self.name + suffix, parallel, body))
         src = HEADER + "".join(functions)
         return KernelSource(src, list(loop.leaves), list(loop.outputs), list(self.consts), self.leaf_shapes,
-                            self.has_trig)
+                            self.has_trig, tuple(sorted(self.out_windows)))
 
     def _function(self, name: str, parallel: bool, body: "Writer") -> str:
         loop = self.loop
@@ -404,6 +428,8 @@ class LoopCodegen:
             + [f"o{k}" for k in range(len(loop.outputs))]
             + [f"d{k}" for k in range(self.R)]
             + [f"c{k}" for k in range(len(self.consts))]
+            + [f"w{k}_{i}" for k, n in enumerate(loop.leaves) if id(n) in self.windows for i in range(n.aval.ndim)]
+            + [f"t{k}_{i}" for k in sorted(self.out_windows) for i in range(self.R)]
             + (["tf"] if self.has_trig else [])
             + (["cf"] if loop.compact else [])
         )
@@ -512,8 +538,17 @@ class LoopCodegen:
                 value = self._value(out, inner_env)
                 lines.extend(inner_env["__lines__"])
                 inner_env["__lines__"] = []
-                lines.append(f"o{self.out_index[id(out)]}[{out_flat}] = {value}")
+                lines.append(f"{self._out_at(self.out_index[id(out)], out_flat)} = {value}")
         return lines
+
+    def _out_at(self, k: int, flat: str) -> str:
+        """Where output ``k`` stores the element at ``flat``: its flat buffer, or
+        for a window output, its array at the window's offsets."""
+        steps = self.out_windows.get(k)
+        if steps is None:
+            return f"o{k}[{flat}]"
+        parts = [_offset(f"t{k}_{i}", step, idx) for i, (step, idx) in enumerate(zip(steps, self._indices("full")))]
+        return f"o{k}[{', '.join(f'np.uint64({p})' for p in parts)}]"
 
     def _rows_loop(self, w: Writer, rng: str) -> None:
         w(f"no = {' * '.join(f'd{k}' for k in range(self.od))}")

@@ -202,6 +202,17 @@ def loop_step(w: Writer, j: int, loop: Loop, slot_of: dict, ks, kernel, buffers:
         buf = _out_expr(w, spec, tuple(o.aval.shape), o.aval.dtype, j, k)
         pooled = spec is not None and spec[0] == "pool"
         made = [f"o{k}, f{k} = {buf}"] if pooled else [f"o{k} = {buf}", f"f{k} = o{k}.reshape(-1)"]
+        if k in ks.out_windows:  # the kernel writes into an array at a window's offsets
+            dst, key = direct[slot]
+            starts = tuple(sl.start for sl in key)
+            zeros = (0,) * len(key)
+            lines.append(f"r = s[{dst}][{w.bind(f'R{j}_{k}', key)}] if safe else None")
+            lines.append(f"if r is not None: o{k} = r; f{k} = s[{dst}]; t{k} = {starts!r}")
+            lines.append("else:")
+            lines.extend("    " + m for m in made[:1] + [f"f{k} = o{k}", f"t{k} = {zeros!r}"])
+            lines.append(f"s[{slot}] = o{k}")
+            args.append(f"f{k}")
+            continue
         if slot in direct:  # written straight into the region an in-place update stores it in
             dst, key = direct[slot]
             lines.append(f"r = s[{dst}][{w.bind(f'R{j}_{k}', key)}] if safe else None")
@@ -214,6 +225,10 @@ def loop_step(w: Writer, j: int, loop: Loop, slot_of: dict, ks, kernel, buffers:
     args += [str(int(d)) for d in loop.domain]
     for k, c in enumerate(ks.consts):
         args.append(w.bind(f"C{j}_{k}", np.asarray(c.kw["value"].value).astype(c.aval.dtype)[()]))
+    for leaf in ks.leaves:  # a window's starts (Loop.windows)
+        if id(leaf) in loop.windows:
+            args.extend(str(a) for a in loop.windows[id(leaf)][1])
+    args.extend(f"*t{k}" for k in ks.out_windows)
     length = loop.compact[0].kw["length"] if loop.compact else None
     if ks.has_trig:
         lines.append("flag = _zeros(1, np.int8)")

@@ -57,6 +57,7 @@ class Loop:
     dropped: frozenset = frozenset()  # ids of broadcast_to leaves read from their input (size-1 dims at 0)
     compact: tuple = ()             # compress members (one mask): a count-then-fill kernel (fuse(compact=True))
     elements: dict = field(default_factory=dict)  # id(0-d leaf) -> (array node, index): read as array[index]
+    windows: dict = field(default_factory=dict)   # id(slice leaf) -> (array node, starts, steps): read by offset
 
     @property
     def outer(self) -> tuple[int, ...]:
@@ -69,8 +70,9 @@ class Loop:
 
     def reads(self, leaf: Node) -> Node:
         """The value the call reads for ``leaf``: its ``source``, or for a scalar
-        that is one element of an array (``elements``), that array."""
-        element = self.elements.get(id(leaf))
+        that is one element of an array (``elements``) or a window of one
+        (``windows``: ``a[1:-1]``, read as ``a[1 + i]``), that array."""
+        element = self.elements.get(id(leaf)) or self.windows.get(id(leaf))
         return self.source(leaf) if element is None else element[0]
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import threading
 import time
 
@@ -88,6 +89,12 @@ class Writer:
                          "_outputs": outputs}
         self.parts: list[list[str]] = [[]]
         self.nsteps = 0
+        # BRAZE_PROFILE=1 when the program is lowered: every step is timed into
+        # a Profile (``PROFILES``), by kind (kernel, BLAS, copy, NumPy, view)
+        self.profile = Profile() if os.environ.get("BRAZE_PROFILE") else None
+        if self.profile is not None:
+            self.ns["_perf"] = time.perf_counter
+            self.ns["_prof"] = self.profile
 
     def bind(self, name: str, value) -> str:
         self.ns[name] = value
@@ -99,11 +106,56 @@ class Writer:
         if slots:
             self.parts[-1].append(" = ".join(f"s[{k}]" for k in slots) + " = None")
 
-    def step(self, lines: list[str]) -> None:
+    def step(self, lines: list[str], kind: str = "NumPy op") -> None:
         if self.nsteps and self.nsteps % PART == 0:
             self.parts.append([])
+        if self.profile is not None:
+            k = self.profile.add(kind)
+            lines = ["_t = _perf()", *lines, f"_prof.seconds[{k}] += _perf() - _t"]
         self.parts[-1].extend(lines)
         self.nsteps += 1
+
+
+class Profile:
+    """Seconds spent in each step of a program (BRAZE_PROFILE=1), and its calls."""
+
+    def __init__(self):
+        self.kinds: list[str] = []
+        self.seconds: list[float] = []
+        self.calls = 0
+        self.total = 0.0
+        PROFILES.append(self)
+
+    def add(self, kind: str) -> int:
+        self.kinds.append(kind)
+        self.seconds.append(0.0)
+        return len(self.kinds) - 1
+
+    def by_kind(self) -> dict[str, float]:
+        """Kind -> seconds per call; ``dispatch`` is the rest of the call's time."""
+        out: dict[str, float] = {}
+        for kind, sec in zip(self.kinds, self.seconds):
+            out[kind] = out.get(kind, 0.0) + sec / max(self.calls, 1)
+        out["dispatch and allocation"] = max(self.total / max(self.calls, 1) - sum(out.values()), 0.0)
+        return out
+
+
+PROFILES: list[Profile] = []  # every program lowered with BRAZE_PROFILE=1, in order
+
+# What an op step is, for the profile.
+BLAS_OPS = frozenset({"matmul", "dot", "einsum", "tensordot", "solve", "cholesky", "inv", "lstsq", "svd", "eigh",
+                      "qr", "det", "slogdet"})
+COPY_OPS = frozenset({"update_slice", "concatenate", "copy", "astype", "stack", "pad"})
+
+
+def _kind(node) -> str:
+    if node.op in BLAS_OPS:
+        return "BLAS/LAPACK"
+    if node.op in COPY_OPS:
+        return "copy"
+    if node.op == "rolled":
+        return "kernel"
+    return "NumPy op"
 
 
 def _leaf_expr(w: Writer, loop: Loop, leaf, slot_of, j: int, k: int) -> str:
@@ -245,11 +297,11 @@ def loop_step(w: Writer, j: int, loop: Loop, slot_of: dict, ks, kernel, buffers:
     if length is not None:  # the mask selected another number of elements
         lines.append(f"if flag[0] != {int(length)}: raise _GuardFailed("
                      f"f'a boolean mask selected {{int(flag[0])}} elements; traced with {int(length)}')")
-    w.step(lines)
+    w.step(lines, "kernel")
 
 
 def numpy_loop_step(w: Writer, j: int, loop: Loop, slot_of: dict) -> None:
-    w.step([f"{w.bind(f'N{j}', numpy_loop(loop, slot_of))}(s)  # {loop.name}: NumPy"])
+    w.step([f"{w.bind(f'N{j}', numpy_loop(loop, slot_of))}(s)  # {loop.name}: NumPy"], "NumPy op")
 
 
 def op_step(w: Writer, j: int, node, slot_of: dict, inplace: bool, direct: bool = False, fold=None) -> None:
@@ -262,14 +314,14 @@ def op_step(w: Writer, j: int, node, slot_of: dict, inplace: bool, direct: bool 
         base, index = fold
         key = w.bind(f"V{j}", index)
         fb = w.bind(f"W{j}", lambda x, index=index: np.asarray(x)[index])
-        w.step([f"x = s[{slot_of[id(base)]}]", f"s[{out}] = x[{key}] if type(x) is _nd else {fb}(x)"])
+        w.step([f"x = s[{slot_of[id(base)]}]", f"s[{out}] = x[{key}] if type(x) is _nd else {fb}(x)"], "view")
         return
     view = None if inplace else _view_expr(node, f"V{j}", "x")
     if view is not None:
         expr, key = view
         w.bind(f"V{j}", key)
         fb = w.bind(f"W{j}", _view_fn(node))
-        w.step([f"x = {ins[0]}", f"s[{out}] = {expr} if type(x) is _nd else {fb}(x)"])
+        w.step([f"x = {ins[0]}", f"s[{out}] = {expr} if type(x) is _nd else {fb}(x)"], "view")
         return
     fn = w.bind(f"F{j}", NUMPY_IMPL[node.op])
     if not isinstance(node.aval, tuple) and node.aval.weak:  # a Python scalar, as NEP 50 promotes it
@@ -282,13 +334,13 @@ def op_step(w: Writer, j: int, node, slot_of: dict, inplace: bool, direct: bool 
         if direct:  # the kernel computing the value wrote it into x[key] unless its own buffer has no base
             store = [f"    v = {ins[1]}", f"    if v.base is None: x[{key}] = v"]
         w.step(["if safe:", f"    x = {ins[0]}", *store, f"    s[{out}] = x",
-                f"else: s[{out}] = {fn}{call}  # update_slice, in place"])
+                f"else: s[{out}] = {fn}{call}  # update_slice, in place"], "copy")
         return
     if inplace:  # write the update into the destination (see cpu_memory)
         fi = w.bind(f"I{j}", PRIMITIVES[node.op].inplace)
-        w.step([f"s[{out}] = {fi}{call} if safe else {fn}{call}  # {node.op}, in place"])
+        w.step([f"s[{out}] = {fi}{call} if safe else {fn}{call}  # {node.op}, in place"], _kind(node))
     else:
-        w.step([f"s[{out}] = {fn}{call}  # {node.op}"])
+        w.step([f"s[{out}] = {fn}{call}  # {node.op}"], _kind(node))
 
 
 def interpreter(steps, layout, out_slots: list[int], inplace: set, dead: dict, checks: bool):
@@ -352,6 +404,9 @@ def finish(w: Writer, layout, out_slots: list[int], npool: int, checks: bool, la
         src.append("    safe = outs is None or not _overlapping(list(inputs) + list(outs))")
     for p in range(len(w.parts)):
         src.append(f"    part{p}(s, inputs, outs, safe, pool)")
+    if w.profile is not None:  # the call's time, from entry (calls and total)
+        src.insert(src.index("def run(inputs, outs=None):") + 1, "    _t_run = _perf()")
+        src.append("    _prof.calls += 1; _prof.total += _perf() - _t_run")
     src.append(f"    return [{', '.join(f's[{j}]' for j in out_slots)}]")
     text = "\n".join(src) + "\n"
     code = compile(text, f"<braze driver {label} {next(_ids)}>", "exec")

@@ -128,7 +128,7 @@ LAYERS = [
     ("targets", ["braze.targets", "braze.targets.*"]),
     ("compiled functions", ["braze.paired", "braze.distributed", "braze.api"]),
     ("tools", ["braze.verify", "braze.testing", "braze.kernels", "braze.kernels.*", "braze",
-               "braze.cli", "braze.__main__", "braze.bench", "braze.workloads"]),
+               "braze.cli", "braze.__main__", "braze.bench", "braze.workloads", "braze.suite", "braze.suite.*"]),
 ]
 
 

@@ -6,6 +6,8 @@ import braze
 from braze.fusion import Extern, Loop, View, fuse
 from braze.passes import inline_composites, run_passes
 
+from _compare import assert_same
+
 
 def program(fn, *args):
     graph = braze.trace(fn, *args)
@@ -151,3 +153,31 @@ def test_small_vectors_built_from_scalars_are_computed_as_scalars():
             np.testing.assert_array_equal(got, want)
     plan = braze.compile(step, target="cpu", static_argnames=("steps",)).lower(state, 0.01, steps=30).plan
     assert plan.count("concatenate") == 1 and "slice" not in plan, plan
+
+
+def test_a_kernel_reading_what_another_computes_joins_it():
+    """Black-Scholes' put reads the CDFs the call's chain computes: one kernel,
+    two outputs, the CDFs never written out."""
+    def prices(S, X, T):
+        d1 = (np.log(S / X) + 0.02 * T) / np.sqrt(T)
+        c1 = np.where(d1 > 0, 1.0 - np.exp(-d1 * d1), np.exp(-d1 * d1))
+        c2 = np.where(d1 > 1, 1.0 - np.exp(-d1), np.exp(d1 - 1))
+        return S * c1 - X * c2, X * (1.0 - c2) - S * (1.0 - c1)
+
+    r = np.random.default_rng(0)
+    S, X, T = r.uniform(5, 30, 500), r.uniform(1, 100, 500), r.uniform(0.25, 10, 500)
+    f = braze.compile(prices, target="cpu")
+    for got, want in zip(f(S, X, T), prices(S, X, T)):
+        assert_same(got, want)  # (exp and log within the contract's few ulps)
+    lowered = f.lower(S, X, T)
+    assert lowered.counts["kernels"] == 1, lowered.plan
+
+
+def test_a_consumer_that_also_reads_the_producer_through_a_reduction_stays_apart():
+    def f(x):
+        y = np.exp(x) * 2.0          # kernel a
+        s = y.sum()                  # a reduction of a's value
+        return y * 3.0 - s / y       # reads a directly and through the reduction
+
+    x = np.linspace(-2, 2, 301)
+    np.testing.assert_allclose(braze.compile(f, target="cpu")(x), f(x), rtol=1e-13)

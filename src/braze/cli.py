@@ -186,7 +186,11 @@ def main(argv=None) -> int:
     size.add_argument("--quick", action="store_true", help="one size per workload (the default)")
     size.add_argument("--full", action="store_true", help="every size")
     size.add_argument("--tiny", action="store_true", help="tiny sizes (a smoke test of the command)")
-    p.add_argument("--peers", help="comma-separated subset of numexpr,numba,jax,torch (default: all installed)")
+    p.add_argument("--suite", choices=["workloads", "programs"], default="workloads",
+                   help="workloads: single kernels (default); programs: whole programs (bench/PROGRAMS.md)")
+    p.add_argument("--programs", help="--suite programs: comma-separated subset of the programs")
+    p.add_argument("--peers", help="comma-separated subset of numexpr,numba,jax,torch (default: all installed); "
+                                   "--suite programs: of numba,torch,jax")
     p.add_argument("--json", metavar="FILE")
     p.add_argument("--markdown", metavar="FILE")
     p.add_argument("--plot", metavar="FILE.png", help="roofline and speedup charts (needs matplotlib)")
@@ -200,6 +204,10 @@ def main(argv=None) -> int:
     import braze
 
     try:
+        if args.command == "bench" and args.suite == "programs":
+            from .suite.run import main as suite_main
+
+            return suite_main(args)
         if args.command == "bench":
             from .bench import main as bench_main
 

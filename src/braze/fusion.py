@@ -203,7 +203,7 @@ COMPACT_OPS = frozenset({
 # 0.4 s), while splitting a long chain costs one extra write and read per
 # ``MAX_KERNEL_OPS`` ops. The pieces of an unrolled loop are the same kernel
 # source, compiled once.
-MAX_KERNEL_OPS = 32
+MAX_KERNEL_OPS = 64
 MAX_KERNEL_READS = 16
 
 
@@ -415,6 +415,7 @@ def fuse(graph: Graph, compact: bool = False) -> Program:
         group.highest = max((pos[id(n)] for n in group.nodes), default=-1)
     groups = [g for g in groups if g.nodes]
     groups = _merge_siblings(groups, group_of, pos)
+    groups = _merge_consumers(groups, group_of, pos)
 
     # One step per group, extern and view; then order the steps topologically.
     # Kernels run as wholes, so groups can depend on each other in a cycle even
@@ -579,6 +580,65 @@ def _merge_siblings(groups: list[_Group], group_of: dict, pos: dict) -> list[_Gr
             else:
                 heads.append(g)
     return [g for g in groups if id(g) not in merged_into]
+
+
+def _merge_consumers(groups: list[_Group], group_of: dict, pos: dict) -> list[_Group]:
+    """Vertical fusion of kernels: an elementwise group reading what another
+    elementwise group over the same domain computes joins it, when nothing
+    between them needs the producer finished first (Black-Scholes' put reads the
+    CDFs the call's kernel computes: one pass over memory, not two, and the
+    CDFs are never written out)."""
+    merged_into: dict[int, _Group] = {}
+
+    def find(g: _Group) -> _Group:
+        while id(g) in merged_into:
+            g = merged_into[id(g)]
+        return g
+
+    def plain(g: _Group) -> bool:
+        return g.axes is None and g.mask is None
+
+    for b in sorted(groups, key=lambda g: g.lowest):
+        if id(b) in merged_into or not plain(b):
+            continue
+        inputs = {id(i): i for n in b.nodes for i in n.inputs if id(i) not in b.members}
+        for v in sorted(b.reads, key=lambda v: -pos[v]):
+            a = group_of.get(v)
+            a = find(a) if a is not None else None
+            if (a is None or a is b or not plain(a) or a.domain != b.domain or a.ops + b.ops > MAX_KERNEL_OPS
+                    or len((a.reads | b.reads) - a.members - b.members) > MAX_KERNEL_READS):
+                continue
+            others = [i for vid, i in inputs.items() if vid not in a.members]
+            if _reaches_group(others, a, group_of, pos):
+                continue  # b also reads a through another kernel: merging would make a cycle
+            for n in b.nodes:
+                a.members.add(id(n))
+                a.nodes.append(n)
+                group_of[id(n)] = a
+            a.reads = {i for i in a.reads | b.reads if i not in a.members}
+            a.lowest, a.highest = min(a.lowest, b.lowest), max(a.highest, b.highest)
+            a.ops += b.ops
+            merged_into[id(b)] = a
+            break
+    return [g for g in groups if id(g) not in merged_into]
+
+
+def _reaches_group(starts, a: _Group, group_of: dict, pos: dict) -> bool:
+    """Whether any of ``starts`` is computed, through any path, from a member of
+    ``a`` (True also past ``WALK_LIMIT`` nodes: the safe answer)."""
+    stack, seen = list(starts), set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen or pos[id(node)] < a.lowest:
+            continue
+        seen.add(id(node))
+        if id(node) in a.members or len(seen) > WALK_LIMIT:
+            return True
+        other = group_of.get(id(node))
+        if other is not None and other is not a:
+            stack.extend(i for n in other.nodes for i in n.inputs)
+        stack.extend(node.inputs)
+    return False
 
 
 # Groups reading one value tried as merge partners of each new reader.

@@ -1,0 +1,1 @@
+"""Whole-program benchmarks (``braze bench --suite programs``); see ``braze.suite.run``."""

@@ -366,11 +366,13 @@ class LoopCodegen:
             w("    tf[0] = 1")
 
     def _power(self, node: Node, space: str, env: dict) -> str | None:
-        """x ** n for a literal n in {-1, 0.5, 1, 2, 3, 4}: multiplications (and a
-        sqrt) that vectorize, instead of a pow call that does not."""
+        """x ** n for a literal n in {-1.5, -1, 0.5, 1, 1.5, 2, 3, 4, 5}: multiplications
+        (and a sqrt) that vectorize, instead of a pow call that does not (the
+        UNESCO equation of state's ``T ** 5`` and ``S ** 1.5``, an N-body step's
+        ``r2 ** -1.5``; README: within 2 ulp of ``pow``, NaN and inf exact)."""
         n = node.inputs[1].kw["value"].value
         out = np.dtype(node.aval.dtype)
-        if out.kind != "f" or float(n) not in (-1.0, 0.5, 1.0, 2.0, 3.0, 4.0):
+        if out.kind != "f" or float(n) not in (-1.5, -1.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0):
             return None
         x = cast(self._operand(node.inputs[0], space, env), out)
         n = float(n)
@@ -380,6 +382,16 @@ class LoopCodegen:
             return cast(f"({literal(1, out)} / {x})", out)
         var = self._fresh("p")
         env["__lines__"].append(f"{var} = {x}")
+        if n in (1.5, -1.5):  # x * sqrt(x); pow(-inf, 1.5) is inf (and pow(-inf, -1.5) 0), not NaN
+            v = cast(self.ops.mul(var, cast(self.ops.sqrt(var, out), out), out), out)
+            at_minus_inf = literal(np.inf, out)
+            if n == -1.5:
+                v, at_minus_inf = cast(f"({literal(1, out)} / {v})", out), literal(0, out)
+            return f"({v} if {var} != {literal(-np.inf, out)} else {at_minus_inf})"
+        if n == 5.0:
+            sq = self._fresh("p")
+            env["__lines__"].append(f"{sq} = {cast(self.ops.mul(var, var, out), out)}")
+            return cast(self.ops.mul(cast(self.ops.mul(sq, sq, out), out), var, out), out)
         if n == 4.0:
             sq = self._fresh("p")
             env["__lines__"].append(f"{sq} = {cast(self.ops.mul(var, var, out), out)}")

@@ -661,20 +661,7 @@ def _depends(a: _Group, b: _Group, group_of: dict, pos: dict) -> bool:
     """Whether ``a`` reads, through any path, something ``b`` computes (kernels
     run as wholes: whatever a member of a kernel on the path reads, it waits for).
     Nodes before ``b``'s first member cannot lead there and are not walked."""
-    stack = [i for n in a.nodes for i in n.inputs if id(i) not in a.members]
-    seen: set[int] = set()
-    while stack:
-        node = stack.pop()
-        if id(node) in seen or pos[id(node)] < b.lowest:
-            continue
-        seen.add(id(node))
-        if id(node) in b.members or len(seen) > WALK_LIMIT:
-            return True
-        other = group_of.get(id(node))
-        if other is not None and other is not a:
-            stack.extend(i for n in other.nodes for i in n.inputs)
-        stack.extend(node.inputs)
-    return False
+    return _reaches_group([i for n in a.nodes for i in n.inputs if id(i) not in a.members], b, group_of, pos)
 
 
 # The dependence walks below give up after this many nodes and answer "yes"

@@ -147,8 +147,10 @@ def _out_windows(loop: Loop, slot_of: dict, direct: dict, program: Program) -> d
     ...``: a region no flat buffer can be, cpu_memory._direct_writes)."""
     wins = {}
     for k, o in enumerate(loop.outputs):
-        key = direct.get(slot_of[id(o)], (None, ()))[1]
-        if (len(key) == o.aval.ndim and all(sl.start is not None and sl.start >= 0 and sl.step for sl in key)
+        if slot_of[id(o)] not in direct:
+            continue
+        key = direct[slot_of[id(o)]][1]
+        if (o.aval.ndim and len(key) == o.aval.ndim and all(sl.start is not None and sl.start >= 0 and sl.step for sl in key)
                 and tuple(len(range(sl.start, sl.stop if sl.stop is not None else -1, sl.step)) for sl in key)
                 == tuple(o.aval.shape)):
             wins[k] = tuple(sl.step for sl in key)

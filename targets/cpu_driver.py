@@ -126,6 +126,11 @@ class Profile:
         self.total = 0.0
         PROFILES.append(self)
 
+    def reset(self) -> None:
+        """Forget the calls so far (a warm-up's)."""
+        self.seconds = [0.0] * len(self.seconds)
+        self.calls, self.total = 0, 0.0
+
     def add(self, kind: str) -> int:
         self.kinds.append(kind)
         self.seconds.append(0.0)

@@ -5,6 +5,13 @@ mechanical, with the reason."""
 from __future__ import annotations
 
 
+# The programs with a mechanical port, and why the others have none.
+PORTED = ("heat_3d", "advect_diffuse", "eos_unesco", "nbody_step", "transformer_fwd_bwd", "black_scholes",
+          "unsharp_mask")
+NOT_MECHANICAL = {"kmeans_step": "not mechanical: members = X[labels == k] has a data-dependent shape, "
+                                 "which jax.jit cannot trace"}
+
+
 def ports() -> dict:
     import jax
     import jax.numpy as jnp
@@ -110,9 +117,7 @@ def ports() -> dict:
         return jnp.clip(center + amount * (center - blur), 0.0, 1.0)
 
     static = {"heat_3d": ("steps",), "advect_diffuse": ("steps",)}
-    out = {}
-    for fn in (heat_3d, advect_diffuse, eos_unesco, nbody_step, transformer_fwd_bwd, black_scholes, unsharp_mask):
-        out[fn.__name__] = jax.jit(fn, static_argnames=static.get(fn.__name__, ()))
-    out["kmeans_step"] = ("not mechanical: members = X[labels == k] has a data-dependent shape, "
-                          "which jax.jit cannot trace")
+    local = locals()
+    out = {name: jax.jit(local[name], static_argnames=static.get(name, ())) for name in PORTED}
+    out.update(NOT_MECHANICAL)
     return out

@@ -145,8 +145,7 @@ def profile(names, size: str = "full", calls: int = 10) -> dict:
         profiles = cpu_driver.PROFILES[before:]
         f(*copy.deepcopy(args), **prog.static)
         for prof in profiles:  # (the warm-up calls are not counted)
-            prof.seconds = [0.0] * len(prof.seconds)
-            prof.calls, prof.total = 0, 0.0
+            prof.reset()
         for _ in range(calls):
             f(*copy.deepcopy(args), **prog.static)
         by_kind: dict = {}

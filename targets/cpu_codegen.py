@@ -84,6 +84,12 @@ FASTMATH = "False"
 # accumulator: float64 for float32 sums, a Neumaier-compensated float64 pair
 # for float64 sums. The error stays within NumPy's pairwise summation's.
 BLOCK = 256
+# Reduced rows of at most this many elements are unrolled (``_short_inner``):
+# a loop of 3 additions costs more than the additions; unrolled bodies cost
+# compile time, so only the shortest.
+SHORT_ROW = 4
+# Rows per chunk of a rows loop over several outer axes (``_rows_loop``).
+ROW_CHUNK = 1024
 
 
 _INNER_INDEX = re.compile(r"\bj\d")
@@ -565,16 +571,26 @@ class LoopCodegen:
     def _rows_loop(self, w: Writer, rng: str) -> None:
         w(f"no = {' * '.join(f'd{k}' for k in range(self.od))}")
         w(f"ni = {' * '.join(self._inner_sizes())}")
-        w(f"for o in {rng}(no):")
-        w.indent()
-        rem = "o"
-        for k in range(self.od - 1, -1, -1):
-            if k == 0:
-                w(f"i0 = {rem}")
-            else:
+        if self.od == 1:
+            w(f"for o in {rng}(no):")
+            w.indent()
+            w("i0 = o")
+        else:
+            # Rows in chunks: the row's indices are divided out once per chunk
+            # and then counted up (an integer division per row of an (n, 8, 4)
+            # distance kernel cost more than the row itself).
+            w(f"cs = min({ROW_CHUNK}, max(1, no // 256))")
+            w(f"for ob in {rng}((no + cs - 1) // cs):")
+            w.indent()
+            w("ostart = ob * cs")
+            rem = "ostart"
+            for k in range(self.od - 1, 0, -1):
                 w(f"i{k} = {rem} % d{k}")
                 w(f"r{k} = {rem} // d{k}")
                 rem = f"r{k}"
+            w(f"i0 = {rem}")
+            w("for o in range(ostart, min(no, ostart + cs)):")
+            w.indent()
         env: dict = {"__lines__": []}
         accs = {}
         self._trig_open(w)
@@ -591,16 +607,28 @@ class LoopCodegen:
             for line in self._hoist:  # loads that do not change along the row: before its loop
                 w(line)
             self._hoist = None
-            for k in range(self.nin - 1):
-                w(f"for j{k} in range(d{self.od + k}):")
-                w.indent()
-            last = self.nin - 1
-            levels = self._innermost(w, f"j{last}", "0", f"d{self.od + last}", blocked, accs)
-            for line in body:
-                w(line)
-            self._innermost_close(w, levels, blocked, accs)
-            for _ in range(self.nin - 1):
-                w.dedent()
+            short = self._short_inner()
+            if short is not None:
+                # A row of a few elements (an (n, 8, 4) distance's 4, a 3-vector):
+                # the row's statements once per element, no loop. The same
+                # additions in the same order as the loop's single block.
+                self._block_open(w, blocked, accs)
+                for j in range(short):
+                    w(f"j0 = {j}")
+                    for line in body:
+                        w(line)
+                self._block_close(w, blocked, accs)
+            else:
+                for k in range(self.nin - 1):
+                    w(f"for j{k} in range(d{self.od + k}):")
+                    w.indent()
+                last = self.nin - 1
+                levels = self._innermost(w, f"j{last}", "0", f"d{self.od + last}", blocked, accs)
+                for line in body:
+                    w(line)
+                self._innermost_close(w, levels, blocked, accs)
+                for _ in range(self.nin - 1):
+                    w.dedent()
             self._blocking = False
             for red in self._reductions(p):
                 var = self._fresh("red")
@@ -611,7 +639,25 @@ class LoopCodegen:
             value = env[id(out)] if id(out) in env else self._value_now(w, out, env)
             w(f"o{self.out_index[id(out)]}[o] = {value}")
         self._trig_close(w)
+        if self.od > 1:  # the next row's indices
+            for k in range(self.od - 1, 0, -1):
+                w(f"i{k} += 1")
+                w(f"if i{k} == d{k}:")
+                w.indent()
+                w(f"i{k} = 0")
+            w("i0 += 1")
+            for k in range(self.od - 1):
+                w.dedent()
+            w.dedent()
         w.dedent()
+
+    def _short_inner(self) -> int | None:
+        """The length of a one-axis inner row short enough to unroll (the source
+        then holds it: kernels over other lengths are other sources)."""
+        if self.nin != 1 or not self.loop.domain or not self.npasses:
+            return None  # (elementwise: a short last axis merges with the one before, cpu.py)
+        n = int(self.loop.domain[-1])
+        return n if 1 <= n <= SHORT_ROW else None
 
     def _value_now(self, w, node, env):
         env["__lines__"] = []

@@ -554,3 +554,20 @@ def test_setitem_shape_mismatch_raises():
     with pytest.raises(Exception):
         braze.compile(fn, target="generic")(x, v)
 
+
+
+@pytest.mark.parametrize("target", ["generic", "cpu"])
+def test_one_index_array_gathers_rows_and_columns_as_numpy(target):
+    """One index array (the gather np.take serves): rows, columns, a 2-d
+    index, negative indices, a non-contiguous operand, and an index out of
+    range raising IndexError (a BrazeError) instead of reading past the end."""
+    x = ar((6, 5), "float64")[::-1]
+    for fn, idx in [(lambda x, i: x[i] * 2.0, np.array([0, -1, 3, 3])),
+                    (lambda x, i: x[:, i] + 1.0, np.array([[4, -5], [0, 2]], dtype=np.int32)),
+                    (lambda x, i: x[i], np.array([], dtype=np.intp))]:
+        assert_same(braze.compile(fn, target=target)(x, idx), fn(x, idx))
+    f = braze.compile(lambda x, i: x[:, i], target=target)
+    with pytest.raises(IndexError, match="out of bounds|index"):
+        f(x, np.array([0, 5]))
+    with pytest.raises(braze.BrazeError):
+        f(x, np.array([-6]))

@@ -157,6 +157,53 @@ def _out_windows(loop: Loop, slot_of: dict, direct: dict, program: Program) -> d
     return wins
 
 
+# An elementwise kernel whose last axis is at most this long (an RGB image's
+# 3, an (n, 3) position array) runs over the last two axes as one.
+SHORT_TAIL = 16
+
+
+def _merge_short_tail(loop: Loop) -> None:
+    """Merge an elementwise kernel's short last axis into the one before it, when
+    every argument allows: its last two axes are the domain's (read as one
+    axis of their product: a NumPy reshape, a view for arrays contiguous there,
+    which windows' arrays are when they span the whole last axis) or both
+    broadcast. A (1536, 1532, 3) image kernel becomes (1536, 4596): one inner
+    loop numba vectorizes, not a loop of 3 per pixel. Outputs are flat buffers."""
+    dom = tuple(int(d) for d in loop.domain)
+    if (loop.tail_merged or loop.ninner or loop.perm is not None or loop.compact or len(dom) < 2 or dom[-1] > SHORT_TAIL
+            or dom[-1] <= 1 or needs_numpy(loop)):
+        return
+    merged, windows = {}, {}
+    for leaf in loop.leaves:
+        if id(leaf) in loop.elements:
+            continue
+        window = loop.windows.get(id(leaf))
+        source = loop.source(leaf)
+        shape = tuple(int(d) for d in source.aval.shape)
+        if len(shape) < 2:
+            if any(d != 1 for d in shape):
+                return
+            continue  # (right-aligned against the merged domain: still a broadcast)
+        tail = shape[-2:]
+        if tail == (1, 1) and window is None:
+            merged[id(leaf)] = (shape[:-1], shape[:-1])
+        elif tail == dom[-2:] and window is None:
+            merged[id(leaf)] = (shape[:-2] + (tail[0] * tail[1],),) * 2
+        elif tail == dom[-2:] and window is not None:
+            base, starts, steps = window
+            full = tuple(int(d) for d in base.aval.shape)
+            if len(full) != len(shape) or full[-1] != tail[1] or starts[-1] != 0 or steps[-1] != 1 or steps[-2] != 1:
+                return
+            merged[id(leaf)] = (shape[:-2] + (tail[0] * tail[1],), full[:-2] + (full[-2] * full[-1],))
+            windows[id(leaf)] = (base, starts[:-2] + (starts[-2] * full[-1],), steps[:-1])
+        else:
+            return
+    loop.merged.update(merged)
+    loop.windows.update(windows)
+    loop.domain = dom[:-2] + (dom[-2] * dom[-1],)
+    loop.tail_merged = True
+
+
 def _window(sl) -> tuple | None:
     """(starts, steps) of a slice a kernel reads from its array by offset, or None."""
     slices = sl.kw["slices"]
@@ -233,6 +280,8 @@ def lower_program(program: Program, donated=frozenset(), mutable=frozenset()) ->
             cpu_driver.numpy_loop_step(writer, index, step, slot_of)
             sources.append(f"# {step.name}: {needs_numpy(step)}")
         elif isinstance(step, Loop):
+            if not any(slot_of[id(o)] in direct for o in step.outputs):
+                _merge_short_tail(step)
             ks = generate(step, out_windows=_out_windows(step, slot_of, direct, program))
             work = int(np.prod(step.domain, dtype=np.int64))
             parallel = work >= PARALLEL_MIN

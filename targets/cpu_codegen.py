@@ -187,6 +187,8 @@ class LoopCodegen:
 
     # ---- leaves
     def _leaf_shape(self, leaf: Node) -> tuple[int, ...]:
+        if id(leaf) in self.loop.merged:
+            return self.loop.merged[id(leaf)][0]
         base = self.loop.source(leaf)
         shape = tuple(base.aval.shape)
         if self.loop.perm:  # aligned to rank R, then transposed, by the launcher
@@ -446,7 +448,8 @@ class LoopCodegen:
             + [f"o{k}" for k in range(len(loop.outputs))]
             + [f"d{k}" for k in range(self.R)]
             + [f"c{k}" for k in range(len(self.consts))]
-            + [f"w{k}_{i}" for k, n in enumerate(loop.leaves) if id(n) in self.windows for i in range(n.aval.ndim)]
+            + [f"w{k}_{i}" for k, n in enumerate(loop.leaves) if id(n) in self.windows
+               for i in range(len(loop.windows[id(n)][1]))]
             + [f"t{k}_{i}" for k in sorted(self.out_windows) for i in range(self.R)]
             + (["tf"] if self.has_trig else [])
             + (["cf"] if loop.compact else [])

@@ -177,6 +177,8 @@ def _leaf_expr(w: Writer, loop: Loop, leaf, slot_of, j: int, k: int) -> str:
         return f"{g}({x})"
     if ndim == 0:
         return f"_asarray({x})[()]"
+    if id(leaf) in loop.merged:  # the last two axes as one (a view; a copy if they do not merge)
+        return f"{x}.reshape({loop.merged[id(leaf)][1]!r})"
     return x
 
 

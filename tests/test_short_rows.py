@@ -63,3 +63,61 @@ def test_a_strided_non_contiguous_input_over_several_outer_axes():
     x = np.random.default_rng(6).standard_normal((20, 30, 8))[::2, ::-3, 1::2]
     fn = lambda x: np.exp(x - x.max(-1, keepdims=True)).sum(-1)  # noqa: E731
     assert_same(braze.compile(fn, target="cpu")(x), fn(x))
+
+
+# ---------------------------------------------------------------- a short last axis merged into the one before
+
+def blur_rows(img):
+    return 0.25 * img[:, :-2] + 0.5 * img[:, 1:-1] + 0.25 * img[:, 2:]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+def test_an_rgb_kernel_runs_over_the_last_two_axes_as_one(dtype):
+    img = (np.random.default_rng(7).random((40, 50, 3)) * 100).astype(dtype)
+    f = braze.compile(blur_rows, target="cpu")
+    assert_same(f(img), blur_rows(img), rtol=0)
+    assert "elementwise kernel over 40x144" in f.lower(img).plan, f.lower(img).plan
+
+
+@pytest.mark.parametrize("layout", ["fortran", "strided", "reversed", "transposed"])
+def test_merged_axes_read_any_layout(layout):
+    base = np.random.default_rng(8).random((30, 40, 3))
+    img = {"fortran": np.asfortranarray(base), "strided": base[::2, ::3],
+           "reversed": base[:, ::-1], "transposed": base.transpose(1, 0, 2)}[layout]
+    for fn in (blur_rows, lambda x: np.sqrt(x) * 2.0 + x[::-1]):
+        assert_same(braze.compile(fn, target="cpu")(img), fn(img), rtol=0)
+
+
+def test_arguments_that_cannot_merge_keep_the_three_axes():
+    r = np.random.default_rng(9)
+    img, gain, bias = r.random((20, 30, 3)), r.random(3), r.random((20, 1, 1))
+    cases = [
+        (lambda x, g, b: x * g + 1.0, "20x30x3"),                 # a per-channel vector
+        (lambda x, g, b: x[:, :, 1:] * 2.0 - x[:, :, :-1], "20x30x2"),  # windows of the last axis
+        (lambda x, g, b: x[:, ::-1] * 2.0 + x[:, :], "20x30x3"),   # reversed pixels keep their channels
+        (lambda x, g, b: x * b + b, "20x90"),                       # both last axes broadcast
+    ]
+    for fn, domain in cases:
+        f = braze.compile(fn, target="cpu")
+        assert_same(f(img, gain, bias), fn(img, gain, bias), rtol=0)
+        assert f"over {domain}" in f.lower(img, gain, bias).plan, f.lower(img, gain, bias).plan
+
+
+def test_a_region_updated_in_place_is_not_merged_and_stays_right():
+    def update(u):
+        u[1:-1, 1:-1] = 0.5 * (u[:-2, 1:-1] + u[2:, 1:-1])
+        return u
+
+    u = np.random.default_rng(10).random((12, 14, 3))
+    want = update(u.copy())
+    got = braze.compile(update, target="cpu")(u.copy())
+    assert_same(got, want, rtol=0)
+
+
+def test_bool_and_special_values_through_merged_axes():
+    x = np.array([[[np.nan, np.inf, -0.0], [1.0, -np.inf, 2.0]], [[0.0, 3.0, np.nan], [-1.0, 1e-30, 1e30]]])
+    fns = [lambda x: np.where(np.isnan(x), -0.0, x * 2.0), lambda x: (x > 0) & ~np.isinf(x),
+           lambda x: np.maximum(x, 0.5) - x]
+    for fn in fns:
+        with np.errstate(all="ignore"):
+            assert_same(braze.compile(fn, target="cpu")(x), fn(x), check_signed_zero=True, rtol=0)

@@ -58,6 +58,9 @@ class Loop:
     compact: tuple = ()             # compress members (one mask): a count-then-fill kernel (fuse(compact=True))
     elements: dict = field(default_factory=dict)  # id(0-d leaf) -> (array node, index): read as array[index]
     windows: dict = field(default_factory=dict)   # id(slice leaf) -> (array node, starts, steps): read by offset
+    merged: dict = field(default_factory=dict)    # id(leaf) -> (shape it is indexed with, its array's shape):
+    #                                               a target merged the domain's last two axes (targets/cpu.py)
+    tail_merged: bool = False
 
     @property
     def outer(self) -> tuple[int, ...]:

@@ -222,10 +222,62 @@ def dce(graph: Graph) -> Graph:
     return Graph(g.inputs, g.outputs, [graph.captures[i] for i in used], graph.input_names, graph.notes)
 
 
+# Ops a slice is moved under (``sink_slices``), and the most ops one slice
+# recomputes that way.
+SINK_OPS = frozenset({"absolute", "add", "multiply", "negative", "subtract", "square", "maximum", "minimum"})
+SINK_BUDGET = 8
+
+
+def sink_slices(graph: Graph) -> Graph:
+    """A slice of a cheap elementwise value is that value computed from slices of
+    its operands: ``dq = q[1:] - q[:-1]; dq[1:] * dq[:-1]`` reads windows of
+    ``q`` only, so the stencil is one kernel reading ``q`` at offsets (fusion
+    then reads the windows by offset) instead of a kernel writing ``dq`` and
+    another reading two windows of it. Exactly the same operations on the same
+    elements; at most ``SINK_BUDGET`` ops are recomputed per slice, and only
+    through operands of the value's own shape (or scalars)."""
+    memo: dict[tuple, Node | None] = {}
+
+    def cost(node: Node, seen: set) -> int:
+        """Ops in the cheap elementwise tree under ``node`` (past the budget: stop)."""
+        stack, n = [node], 0
+        while stack and n <= SINK_BUDGET:
+            m = stack.pop()
+            if id(m) in seen or m.op not in SINK_OPS:
+                continue
+            seen.add(id(m))
+            n += 1
+            stack.extend(m.inputs)
+        return n
+
+    def sunk(node: Node, slices: tuple, shape: tuple) -> Node:
+        key = (id(node), slices)
+        if key in memo:
+            return memo[key]
+        if node.op in SINK_OPS and all(i.aval.ndim == 0 or i.aval.shape == node.aval.shape for i in node.inputs):
+            new = Node(node.op, tuple(i if i.aval.ndim == 0 else sunk(i, slices, shape) for i in node.inputs),
+                       node.params, Aval(shape, node.aval.dtype, node.aval.weak))
+        else:
+            new = Node.make("slice", (node,), Aval(shape, node.aval.dtype, node.aval.weak), slices=slices)
+        memo[key] = new
+        return new
+
+    def visit(node: Node) -> Node:
+        value = node.inputs[0] if node.op == "slice" else None
+        if (value is None or value.op not in SINK_OPS or not node.aval.size
+                or not all(i.aval.ndim == 0 or i.aval.shape == value.aval.shape for i in value.inputs)
+                or cost(value, set()) > SINK_BUDGET):
+            return node
+        return sunk(value, node.kw["slices"], node.aval.shape)
+
+    return rewrite(graph, visit)
+
+
 PASSES: list[tuple[str, Callable[[Graph], Graph]]] = [
     ("fold_constants", fold_constants),
     ("scalarize_small_vectors", scalarize_small_vectors),
     ("drop_identities", drop_identities),
+    ("sink_slices", sink_slices),
     ("simplify_bodies", simplify_bodies),
     ("dce", dce),
 ]

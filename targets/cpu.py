@@ -159,7 +159,7 @@ def _out_windows(loop: Loop, slot_of: dict, direct: dict, program: Program) -> d
 
 # An elementwise kernel whose last axis is at most this long (an RGB image's
 # 3, an (n, 3) position array) runs over the last two axes as one.
-SHORT_TAIL = 16
+MERGE_TAIL = 16
 
 
 def _merge_short_tail(loop: Loop) -> None:
@@ -170,7 +170,7 @@ def _merge_short_tail(loop: Loop) -> None:
     broadcast. A (1536, 1532, 3) image kernel becomes (1536, 4596): one inner
     loop numba vectorizes, not a loop of 3 per pixel. Outputs are flat buffers."""
     dom = tuple(int(d) for d in loop.domain)
-    if (loop.tail_merged or loop.ninner or loop.perm is not None or loop.compact or len(dom) < 2 or dom[-1] > SHORT_TAIL
+    if (loop.tail_merged or loop.ninner or loop.perm is not None or loop.compact or len(dom) < 2 or dom[-1] > MERGE_TAIL
             or dom[-1] <= 1 or needs_numpy(loop)):
         return
     merged, windows = {}, {}

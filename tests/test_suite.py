@@ -30,6 +30,9 @@ def test_a_wrong_implementation_fails_the_check():
     call, put = prog.fn(*args)
     with pytest.raises(AssertionError):
         check((call, put * (1 + 1e-6)), (call, put), prog.rtol)
+    # the values to 1e-7 but in float32: half the work, not NumPy's program
+    with pytest.raises(AssertionError, match="dtype float32, NumPy's float64"):
+        check((call, put.astype(np.float32)), (call, put), 1e-5)
 
 
 def test_every_program_has_a_jax_port_or_says_why():

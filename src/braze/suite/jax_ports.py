@@ -1,8 +1,12 @@
 """The suite's programs ported to ``jax.numpy`` where the port is mechanical:
 ``np`` becomes ``jnp``, a slice assignment ``a[s] = v`` becomes ``a = a.at[s].set(v)``,
 Python loops stay (``jax.jit`` unrolls them). ``None`` where it is not
-mechanical, with the reason."""
+mechanical, with the reason. A NumPy scalar of the source stays one (jax treats
+it as NumPy does: ``x32 / np.sqrt(D)`` is float64, where ``jnp.sqrt(D)`` is a
+weakly typed float32), so every port computes in NumPy's dtypes."""
 from __future__ import annotations
+
+import numpy as np
 
 
 # The programs with a mechanical port, and why the others have none.
@@ -68,7 +72,7 @@ def ports() -> dict:
     def transformer_fwd_bwd(x, Wq, Wk, Wv, Wo, W1, W2, target):
         T, D = x.shape
         q, k, v = x @ Wq, x @ Wk, x @ Wv
-        s = (q @ k.T) / jnp.sqrt(D)
+        s = (q @ k.T) / np.sqrt(D)  # (NumPy's float64 scalar, as in the source: float64 from here)
         s = jnp.where(jnp.tril(jnp.ones((T, T), dtype=bool)), s, -1e9)
         s = s - s.max(axis=-1, keepdims=True)
         p = jnp.exp(s)

@@ -150,7 +150,9 @@ def nbody_step(pos, vel, mass, dt, soft=0.01):
 
 
 @jit
-def _softmax_causal(s, scale):
+def _softmax_causal(s, scale, p):
+    """p = the causal softmax of s * scale by rows (s float32, p float64:
+    NumPy's s / np.sqrt(D) is float64)."""
     T = s.shape[0]
     for i in prange(T):
         m = -np.inf
@@ -159,12 +161,12 @@ def _softmax_causal(s, scale):
         tot = 0.0
         for j in range(i + 1):
             e = math.exp(s[i, j] * scale - m)
-            s[i, j] = e
+            p[i, j] = e
             tot += e
         for j in range(i + 1):
-            s[i, j] /= tot
+            p[i, j] /= tot
         for j in range(i + 1, T):
-            s[i, j] = 0.0
+            p[i, j] = 0.0
 
 
 @jit
@@ -191,19 +193,21 @@ def _tanh_back(du, g):
 
 
 def transformer_fwd_bwd(x, Wq, Wk, Wv, Wo, W1, W2, target):
+    # The dtypes are NumPy's: q, k, v are float32, and dividing by np.sqrt(D) (a
+    # float64 scalar) makes the scores and everything after them float64.
     T, D = x.shape
-    scale = np.float32(1.0 / np.sqrt(D))
+    scale = 1.0 / np.sqrt(D)
     q, k, v = x @ Wq, x @ Wk, x @ Wv
-    p = q @ k.T
-    _softmax_causal(p, scale)
+    p = np.empty((T, T))
+    _softmax_causal(q @ k.T, scale, p)
     a = p @ v
     h = x + a @ Wo
     g = h @ W1
     _tanh_inplace(g.reshape(-1))
     y = h + g @ W2
     diff = y - target
-    loss = 0.5 * float(np.dot(diff.ravel(), diff.ravel())) / diff.size
-    dy = diff / np.float32(y.size)
+    loss = 0.5 * np.dot(diff.ravel(), diff.ravel()) / diff.size
+    dy = diff / y.size
     dW2 = g.T @ dy
     du = dy @ W2.T
     _tanh_back(du.reshape(-1), g.reshape(-1))
@@ -216,7 +220,7 @@ def transformer_fwd_bwd(x, Wq, Wk, Wv, Wo, W1, W2, target):
     _softmax_back(p, dp, scale)
     dq, dk = dp @ k, dp.T @ q
     dx = dh + dq @ Wq.T + dk @ Wk.T + dv @ Wv.T
-    return np.float32(loss), dx, x.T @ dq, x.T @ dk, x.T @ dv, dWo, dW1, dW2
+    return loss, dx, x.T @ dq, x.T @ dk, x.T @ dv, dWo, dW1, dW2
 
 
 @numba.njit(fastmath=True, cache=True)

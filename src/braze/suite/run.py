@@ -35,7 +35,9 @@ def _leaves(x):
 
 
 def check(got, want, rtol: float) -> None:
-    """``got`` equals NumPy's ``want`` to ``rtol`` (integers exactly)."""
+    """``got`` equals NumPy's ``want`` to ``rtol`` (integers exactly), with
+    NumPy's shapes and dtypes: an implementation that computes a float64
+    program in float32 does half the work and is not the same program."""
     import numpy as np
 
     got, want = _leaves(got), _leaves(want)
@@ -43,10 +45,11 @@ def check(got, want, rtol: float) -> None:
     for g, w in zip(got, want):
         g, w = np.asarray(g), np.asarray(w)
         assert g.shape == w.shape, f"shape {g.shape}, NumPy's {w.shape}"
+        assert g.dtype == w.dtype, f"dtype {g.dtype}, NumPy's {w.dtype}"
         if w.dtype.kind in "iub":
             np.testing.assert_array_equal(g, w)
         else:
-            np.testing.assert_allclose(g.astype(w.dtype), w, rtol=rtol, atol=rtol * max(1.0, float(np.abs(w).max(initial=0))))
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=rtol * max(1.0, float(np.abs(w).max(initial=0))))
 
 
 def _callable(impl: str, prog):

@@ -1,6 +1,6 @@
 """Row kernels over short inner rows (unrolled) and over several outer axes
-(rows in chunks, their indices counted up): every shape at the edges, against
-NumPy."""
+(a loop per axis when the first is long, else rows in chunks with their indices
+counted up): every shape at the edges, against NumPy."""
 import numpy as np
 import pytest
 
@@ -132,3 +132,33 @@ def test_bool_and_special_values_through_merged_axes():
     for fn in fns:
         with np.errstate(all="ignore"):
             assert_same(braze.compile(fn, target="cpu")(x), fn(x), check_signed_zero=True, rtol=0)
+
+
+def _kernel_sources(f, *args):
+    return braze.explain(f, *args).split("# source", 1)[1]
+
+
+@pytest.mark.parametrize("shape", [(64, 3, 4, 5), (63, 3, 4, 5), (200, 1, 7, 3), (70, 5, 0, 4), (1, 130, 2, 9)])
+def test_four_axis_stencils_and_reductions_nest_or_chunk_their_rows(shape):
+    from braze.targets.cpu_codegen import NEST_MIN
+
+    r = np.random.default_rng(sum(shape))
+    u = r.standard_normal(shape)
+    v = np.zeros(shape)
+
+    def step(u, v):
+        v[:, :, :, 1:-1] = u[:, :, :, 1:-1] + 0.25 * (u[:, :, :, 2:] - 2.0 * u[:, :, :, 1:-1] + u[:, :, :, :-2])
+        return v, (u * u).sum(-1), u.max(-1) - u.min(-1), np.argmin(u * 1.5, axis=-1)
+
+    f = braze.compile(step, target="cpu")
+    want = step(u.copy(), v.copy())
+    v2 = v.copy()
+    got = f(u.copy(), v2)
+    for g, w in zip(got, want):
+        assert_same(g, w)
+    assert_same(v2, want[0])  # (the write through the argument)
+    if shape[2]:
+        src = _kernel_sources(f, u, v)
+        nested = "for i0 in prange(d0):" in src
+        assert nested == (shape[0] >= NEST_MIN), src
+        assert ("ostart" in src) == (shape[0] < NEST_MIN)

@@ -178,6 +178,7 @@ class LoopCodegen:
         self._names = 0
         self._blocking = False
         self._hoist: list[str] | None = None
+        self._flat: dict[int, str] | None = None  # short rows: leaves read through flat views (``_flat_load``)
         self.has_trig = not loop.compact and any(m.op in TRIG and np.dtype(m.aval.dtype) in (np.float32, np.float64)
                                                  for m in loop.members) and all(
             rt.has_vector_math(op, sfx) for op in TRIG for sfx in ("f32", "f64"))
@@ -232,7 +233,25 @@ class LoopCodegen:
         steps = self.windows.get(id(leaf))
         if steps is not None:
             parts = [_offset(f"w{k}_{i}", step, part) for i, (step, part) in enumerate(zip(steps, parts))]
+        elif (self._flat is not None and space == "full" and shape[-1] == int(dom[-1]) and len(shape) > 1
+              and id(leaf) not in self.loop.merged):
+            return self._flat_load(leaf, name, shape, parts, offset)
         return f"{name}[{', '.join(p if p == '0' else f'np.uint64({p})' for p in parts)}]"
+
+    def _flat_load(self, leaf: Node, name: str, shape, parts, offset: int) -> str:
+        """A load of a short-row kernel through a flat view of the leaf, its row
+        length a literal: the loop LLVM vectorizes is the one over rows, and an
+        (n, 3) array's row stride read from the array is unknown to it (the
+        vector loop it versioned for stride 1 never ran). The view is the array
+        for a C-contiguous one; others are copied once per call."""
+        self._flat[id(leaf)] = flat = f"{name}f"
+        expr = parts[0]
+        for i in range(1, len(shape)):
+            if shape[i] == 1:
+                continue  # (its index is 0)
+            size = str(shape[i]) if i == len(shape) - 1 else f"d{offset + i}"
+            expr = parts[i] if expr == "0" else f"({expr}) * {size} + {parts[i]}"
+        return f"{flat}[np.uint64({expr})]"
 
     # ---- passes
     def _plan_passes(self):
@@ -575,6 +594,8 @@ class LoopCodegen:
         return f"o{k}[{', '.join(f'np.uint64({p})' for p in parts)}]"
 
     def _rows_loop(self, w: Writer, rng: str) -> None:
+        top = len(w.lines)
+        self._flat = {} if self._short_inner() is not None and self.loop.perm is None else None
         w(f"no = {' * '.join(f'd{k}' for k in range(self.od))}")
         w(f"ni = {' * '.join(self._inner_sizes())}")
         nested = self.od > 1 and int(self.loop.domain[0]) >= NEST_MIN
@@ -656,6 +677,9 @@ class LoopCodegen:
             value = env[id(out)] if id(out) in env else self._value_now(w, out, env)
             w(f"o{self.out_index[id(out)]}[o] = {value}")
         self._trig_close(w)
+        if self._flat:
+            w.lines[top:top] = ["    " + f"{flat} = {self.leaf_names[key]}.ravel()" for key, flat in self._flat.items()]
+        self._flat = None
         if nested:
             w("o += 1")
             for _ in range(self.od):

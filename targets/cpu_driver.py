@@ -163,6 +163,11 @@ def _kind(node) -> str:
     return "NumPy op"
 
 
+# A transposed loop copies a leaf it reads with a stride along its innermost
+# axis when the loop has at least this many times the leaf's elements.
+SMALL_LEAF = 16
+
+
 def _leaf_expr(w: Writer, loop: Loop, leaf, slot_of, j: int, k: int) -> str:
     base = loop.reads(leaf)
     x = f"s[{slot_of[id(base)]}]"
@@ -172,8 +177,16 @@ def _leaf_expr(w: Writer, loop: Loop, leaf, slot_of, j: int, k: int) -> str:
     if loop.perm is not None:
         lead = (1,) * (len(loop.domain) - ndim)
         perm = tuple(loop.perm)
-        g = w.bind(f"P{j}_{k}", lambda v, lead=lead, perm=perm: (
-            lambda a: a.reshape(lead + a.shape).transpose(perm))(np.asarray(v)))
+        aligned = lead + tuple(base.aval.shape)
+        # A small leaf read along the loop's innermost axis with a stride (an (n, 3)
+        # array's column under a transposed sum over n) is copied into that order
+        # once per call: strided loads do not vectorize, and the copy is a
+        # fraction of the reads.
+        small = int(np.prod(aligned)) * SMALL_LEAF <= int(np.prod(loop.domain))
+        strided = perm[-1] != len(aligned) - 1 and aligned[perm[-1]] != 1
+        order = np.ascontiguousarray if small and strided else (lambda a: a)
+        g = w.bind(f"P{j}_{k}", lambda v, lead=lead, perm=perm, order=order: (
+            lambda a: order(a.reshape(lead + a.shape).transpose(perm)))(np.asarray(v)))
         return f"{g}({x})"
     if ndim == 0:
         return f"_asarray({x})[()]"

@@ -162,3 +162,44 @@ def test_four_axis_stencils_and_reductions_nest_or_chunk_their_rows(shape):
         nested = "for i0 in prange(d0):" in src
         assert nested == (shape[0] >= NEST_MIN), src
         assert ("ostart" in src) == (shape[0] < NEST_MIN)
+
+
+def accelerations(pos, mass):
+    d = pos[None, :, :] - pos[:, None, :]
+    inv_r3 = ((d ** 2).sum(-1) + 0.01) ** -1.5
+    return (d * (mass[None, :, None] * inv_r3[:, :, None])).sum(1), inv_r3
+
+
+@pytest.mark.parametrize("layout", ["C", "F", "every other row", "columns of a wider array", "transposed"])
+@pytest.mark.parametrize("n", [1, 5, 70])
+def test_point_clouds_of_every_layout(layout, n):
+    """(n, 3) points: the short rows are read through flat views (copies of the
+    non-contiguous arrays), the transposed sum's strided columns through a copy
+    in loop order; the same values as NumPy's from every layout."""
+    r = np.random.default_rng(n)
+    base = r.standard_normal((2 * n, 7))
+    pos = {"C": np.ascontiguousarray(base[:n, :3]), "F": np.asfortranarray(base[:n, :3]),
+           "every other row": base[::2, :3], "columns of a wider array": base[:n, 2:5],
+           "transposed": r.standard_normal((3, n)).T}[layout]
+    mass = r.random(n) + 0.5
+    f = braze.compile(accelerations, target="cpu")
+    for got, want in zip(f(pos, mass), accelerations(pos, mass)):
+        assert_same(got, want)
+    if n == 70 and layout == "C":
+        assert "a0f = a0.ravel()" in _kernel_sources(f, pos, mass)
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.bool_, np.float32])
+def test_short_rows_read_flat_across_dtypes_and_broadcasts(dtype):
+    r = np.random.default_rng(3)
+    x = (r.random((9, 70, 4)) * 20).astype(dtype)
+    y = (r.random((70, 4)) * 20).astype(dtype)[::-1]  # (negative strides: copied flat)
+    z = (r.random((9, 1, 4)) * 20).astype(dtype)
+
+    def fn(x, y, z):
+        t = x * y | z if dtype == np.bool_ else x * y - z
+        return t.sum(-1), t.max(-1), np.argmin(t, axis=-1)
+
+    f = braze.compile(fn, target="cpu")
+    for got, want in zip(f(x, y, z), fn(x, y, z)):
+        assert_same(got, want)

@@ -233,8 +233,7 @@ class LoopCodegen:
         steps = self.windows.get(id(leaf))
         if steps is not None:
             parts = [_offset(f"w{k}_{i}", step, part) for i, (step, part) in enumerate(zip(steps, parts))]
-        elif (self._flat is not None and space == "full" and shape[-1] == int(dom[-1]) and len(shape) > 1
-              and id(leaf) not in self.loop.merged):
+        elif self._flat is not None and space == "full" and shape[-1] == int(dom[-1]) and len(shape) > 1:
             return self._flat_load(leaf, name, shape, parts, offset)
         return f"{name}[{', '.join(p if p == '0' else f'np.uint64({p})' for p in parts)}]"
 
@@ -594,11 +593,12 @@ class LoopCodegen:
         return f"o{k}[{', '.join(f'np.uint64({p})' for p in parts)}]"
 
     def _rows_loop(self, w: Writer, rng: str) -> None:
-        top = len(w.lines)
+        top, pad = len(w.lines), "    " * w.depth  # (where the flat views go, made once per call)
         self._flat = {} if self._short_inner() is not None and self.loop.perm is None else None
-        w(f"no = {' * '.join(f'd{k}' for k in range(self.od))}")
-        w(f"ni = {' * '.join(self._inner_sizes())}")
         nested = self.od > 1 and int(self.loop.domain[0]) >= NEST_MIN
+        if not nested:
+            w(f"no = {' * '.join(f'd{k}' for k in range(self.od))}")
+        w(f"ni = {' * '.join(self._inner_sizes())}")
         if self.od == 1:
             w(f"for o in {rng}(no):")
             w.indent()
@@ -678,7 +678,7 @@ class LoopCodegen:
             w(f"o{self.out_index[id(out)]}[o] = {value}")
         self._trig_close(w)
         if self._flat:
-            w.lines[top:top] = ["    " + f"{flat} = {self.leaf_names[key]}.ravel()" for key, flat in self._flat.items()]
+            w.lines[top:top] = [f"{pad}{flat} = {self.leaf_names[key]}.ravel()" for key, flat in self._flat.items()]
         self._flat = None
         if nested:
             w("o += 1")

@@ -184,9 +184,12 @@ def _leaf_expr(w: Writer, loop: Loop, leaf, slot_of, j: int, k: int) -> str:
         # fraction of the reads.
         small = int(np.prod(aligned)) * SMALL_LEAF <= int(np.prod(loop.domain))
         strided = perm[-1] != len(aligned) - 1 and aligned[perm[-1]] != 1
-        order = np.ascontiguousarray if small and strided else (lambda a: a)
-        g = w.bind(f"P{j}_{k}", lambda v, lead=lead, perm=perm, order=order: (
-            lambda a: order(a.reshape(lead + a.shape).transpose(perm)))(np.asarray(v)))
+        if small and strided:
+            g = w.bind(f"P{j}_{k}", lambda v, lead=lead, perm=perm: (
+                lambda a: np.ascontiguousarray(a.reshape(lead + a.shape).transpose(perm)))(np.asarray(v)))
+        else:
+            g = w.bind(f"P{j}_{k}", lambda v, lead=lead, perm=perm: (
+                lambda a: a.reshape(lead + a.shape).transpose(perm))(np.asarray(v)))
         return f"{g}({x})"
     if ndim == 0:
         return f"_asarray({x})[()]"

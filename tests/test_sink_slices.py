@@ -93,3 +93,20 @@ def test_gradient_through_sunk_slices_matches_finite_differences():
         num[i] = (loss(q + e) - loss(q - e)) / (2 * eps)
     np.testing.assert_allclose(g, num, rtol=1e-6, atol=1e-8)
     assert np.abs(g).max() > 0
+
+
+def test_slices_of_a_where_and_a_conversion_are_sunk_too():
+    """``where``, comparisons and dtype conversions are as cheap (the ``cheap`` flag): a
+    limiter computed with np.where over the whole array, then read at two
+    offsets, becomes windows of its operands; int32 data converted to float."""
+    def f(q, k):
+        lim = np.where(q > 0.0, q, 0.5 * q)
+        kf = k.astype(np.float64)
+        return lim[2:] * lim[:-2] + kf[2:] - kf[:-2]
+
+    r = np.random.default_rng(4)
+    q, k = r.standard_normal(60), r.integers(-9, 9, 61).astype(np.int32)[:60]
+    q[5] = np.nan
+    (kern,) = kernels(f, q, k)
+    assert all(m.op != "slice" or m.inputs[0].op in ("input", "slice") for m in kern.leaves)
+    assert_same(braze.compile(f, target="cpu")(q, k), f(q, k), rtol=0)

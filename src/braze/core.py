@@ -31,6 +31,8 @@ FLAGS = frozenset({
     "int_checked",     # tracing: a Python int out of an integer operand's range is NumPy's OverflowError
     "comparison",      # tracing: ... and settles a comparison instead
     "custom_scalar",   # codegen: the scalar rule takes (args, in_avals, out_dtype), not loop-dtype operands
+    "cheap",           # passes, fusion: exact and a cycle or so: recomputing it where it is read costs
+                       # less than a write and a read of its value (sink_slices, rematerialization)
 })
 
 

@@ -209,10 +209,7 @@ COMPACT_OPS = frozenset({
 
 # Cheap elementwise ops: recomputing one where it is read costs less than a
 # write and a read of its value (see ``_Group._broadcast_member``, ``_rematerialize``).
-CHEAP_OPS = frozenset({
-    "absolute", "add", "multiply", "negative", "positive", "subtract", "maximum", "minimum", "square",
-    "where", "convert",
-})
+CHEAP_OPS = with_flag("cheap")
 
 # A kernel holds at most this many ops and reads at most this many values.
 # numba's compile time grows faster than linearly in the size of a function

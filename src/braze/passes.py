@@ -222,9 +222,9 @@ def dce(graph: Graph) -> Graph:
     return Graph(g.inputs, g.outputs, [graph.captures[i] for i in used], graph.input_names, graph.notes)
 
 
-# Ops a slice is moved under (``sink_slices``), and the most ops one slice
-# recomputes that way.
-SINK_OPS = frozenset({"absolute", "add", "multiply", "negative", "subtract", "square", "maximum", "minimum"})
+# Ops a slice is moved under (``sink_slices``: the cheap ones, as fusion
+# recomputes), and the most ops one slice recomputes that way.
+SINK_OPS = with_flag("cheap")
 SINK_BUDGET = 8
 
 

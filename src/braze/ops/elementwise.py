@@ -93,12 +93,12 @@ _ND = NONDIFFERENTIABLE
 # ---------------------------------------------------------------- arithmetic
 
 add = elementwise("add", np.add, 2, vjp=lambda ct, x, y, *, out: (ct, ct),
-                  scalar=lambda a, b, t: f"({a} | {b})" if t.kind == "b" else f"({a} + {b})", flags=("int_checked",))
+                  scalar=lambda a, b, t: f"({a} | {b})" if t.kind == "b" else f"({a} + {b})", flags=("int_checked", "cheap"))
 subtract = elementwise("subtract", np.subtract, 2, vjp=lambda ct, x, y, *, out: (ct, -ct),
-                       scalar=_infix("-"), flags=("int_checked",))
+                       scalar=_infix("-"), flags=("int_checked", "cheap"))
 multiply = elementwise("multiply", np.multiply, 2, vjp=lambda ct, x, y, *, out: (ct * y, ct * x),
                        scalar=lambda a, b, t: f"({a} & {b})" if t.kind == "b" else f"({a} * {b})",
-                       flags=("int_checked",))
+                       flags=("int_checked", "cheap"))
 divide = elementwise("divide", np.divide, 2, vjp=lambda ct, x, y, *, out: (ct / y, -ct * out / y),
                      scalar=_infix("/"), flags=("int_checked",))
 floor_divide = elementwise("floor_divide", np.floor_divide, 2, vjp=_ND, scalar=_kind_rt("floor_divide"),
@@ -141,15 +141,17 @@ def _scalar_power_impl(x, y):
 
 scalar_power = elementwise("scalar_power", _scalar_power_impl, 2, vjp=_power_vjp, wants=True,
                            scalar=_power_scalar, flags=("int_checked",))
-negative = elementwise("negative", np.negative, 1, vjp=unary(lambda ct, x, out: -ct), scalar=lambda a, t: f"(-{a})")
-positive = elementwise("positive", np.positive, 1, vjp=unary(lambda ct, x, out: ct), scalar=lambda a, t: f"(+{a})")
+negative = elementwise("negative", np.negative, 1, vjp=unary(lambda ct, x, out: -ct), scalar=lambda a, t: f"(-{a})",
+                      flags=("cheap",))
+positive = elementwise("positive", np.positive, 1, vjp=unary(lambda ct, x, out: ct), scalar=lambda a, t: f"(+{a})",
+                      flags=("cheap",))
 conjugate = elementwise("conjugate", np.conjugate, 1, vjp=unary(lambda ct, x, out: ct),  # (real dtypes only)
                         scalar=lambda a, t: a)
 absolute = elementwise("absolute", np.absolute, 1, vjp=unary(lambda ct, x, out: ct * sign(x)),
-                       scalar=lambda a, t: a if t.kind in "bu" else f"abs({a})")
+                       scalar=lambda a, t: a if t.kind in "bu" else f"abs({a})", flags=("cheap",))
 sign = elementwise("sign", np.sign, 1, vjp=_ND, scalar=_rt("sign"))
 square = elementwise("square", np.square, 1, vjp=unary(lambda ct, x, out: ct * (x * 2)),
-                     scalar=lambda a, t: f"({a} * {a})")
+                     scalar=lambda a, t: f"({a} * {a})", flags=("cheap",))
 reciprocal = elementwise(
     "reciprocal", np.reciprocal, 1, vjp=unary(lambda ct, x, out: -ct * out * out),
     scalar=lambda a, t: f"(1 / {a})" if t.kind == "f" else
@@ -265,15 +267,15 @@ def _chooser(ct, x, y, pick_x):
     return ct * wx, ct * wy
 
 
-def _extremum(name, np_fn, wins, nan_wins):
+def _extremum(name, np_fn, wins, nan_wins, flags=()):
     """maximum/minimum/fmax/fmin: `wins(x, y)` picks x; `nan_wins` says which NaN operand propagates."""
     def vjp(ct, x, y, *, out):
         return _chooser(ct, x, y, logical_or(wins(x, y), isnan(nan_wins(x, y))))
-    return elementwise(name, np_fn, 2, vjp=vjp, scalar=_rt(name), flags=("int_checked",))
+    return elementwise(name, np_fn, 2, vjp=vjp, scalar=_rt(name), flags=("int_checked",) + flags)
 
 
-maximum = _extremum("maximum", np.maximum, lambda x, y: greater(x, y), lambda x, y: x)
-minimum = _extremum("minimum", np.minimum, lambda x, y: less(x, y), lambda x, y: x)
+maximum = _extremum("maximum", np.maximum, lambda x, y: greater(x, y), lambda x, y: x, flags=("cheap",))
+minimum = _extremum("minimum", np.minimum, lambda x, y: less(x, y), lambda x, y: x, flags=("cheap",))
 fmax = _extremum("fmax", np.fmax, lambda x, y: greater(x, y), lambda x, y: y)
 fmin = _extremum("fmin", np.fmin, lambda x, y: less(x, y), lambda x, y: y)
 
@@ -296,7 +298,7 @@ left_shift = elementwise("left_shift", np.left_shift, 2, vjp=_ND,  # NumPy's rul
 right_shift = elementwise(
     "right_shift", np.right_shift, 2, vjp=_ND, flags=("int_checked",),
     scalar=lambda a, b, t: f"rt.right_shift_{'u' if t.kind == 'u' else 'i'}({a}, {b}, {t.itemsize * 8})")
-_COMPARE = ("int_checked", "comparison")
+_COMPARE = ("int_checked", "comparison", "cheap")
 equal = elementwise("equal", np.equal, 2, vjp=_ND, scalar=_infix("=="), flags=_COMPARE)
 not_equal = elementwise("not_equal", np.not_equal, 2, vjp=_ND, scalar=_infix("!="), flags=_COMPARE)
 less = elementwise("less", np.less, 2, vjp=_ND, scalar=_infix("<"), flags=_COMPARE)
@@ -318,7 +320,7 @@ def _where_scalar(args, in_avals, out):
     return f"({_cast(x, out)} if {c} else {_cast(y, out)})"
 
 
-where = elementwise("where", np.where, 3, scalar=_where_scalar, flags=("custom_scalar",),
+where = elementwise("where", np.where, 3, scalar=_where_scalar, flags=("custom_scalar", "cheap"),
                     vjp=lambda ct, c, a, b, *, out: (None, where(c, ct, 0), where(c, 0, ct)))
 
 
@@ -360,7 +362,7 @@ def _convert_scalar(args, in_avals, out):
 
 declare("convert", "elementwise", abstract=_convert_abstract, impl=_convert_impl,
         vjp=unary(lambda ct, x, out: ct), scalar=_convert_scalar,
-        flags=("recomputable", "identity", "custom_scalar"))
+        flags=("recomputable", "identity", "custom_scalar", "cheap"))
 ELEMENTWISE_OPS.append("convert")
 
 

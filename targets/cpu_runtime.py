@@ -17,6 +17,9 @@ from numba.extending import intrinsic
 _jit = njit(cache=True, error_model="numpy")
 
 
+_INTERLEAVE = [0]  # the -force-vector-interleave in force (0: LLVM's cost model), innermost last
+
+
 def interleaved(count: int, **options):
     """``@njit(**options)`` whose loops LLVM's vectorizer also interleaves
     ``count`` vector iterations (``-force-vector-interleave``).
@@ -42,11 +45,16 @@ def interleaved(count: int, **options):
 
         def compile(sig):
             with global_compiler_lock:
+                # a compilation nested in another (a caller typing its callee)
+                # gives the caller its own setting back, not LLVM's default
+                outer = _INTERLEAVE[-1]
+                _INTERLEAVE.append(count)
                 llvm.set_option("", f"-force-vector-interleave={count}")
                 try:
                     return plain(sig)
                 finally:
-                    llvm.set_option("", "-force-vector-interleave=0")
+                    _INTERLEAVE.pop()
+                    llvm.set_option("", f"-force-vector-interleave={outer}")
 
         dispatcher.compile = compile
         return dispatcher

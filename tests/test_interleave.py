@@ -111,3 +111,28 @@ def test_the_llvm_option_is_set_only_around_its_own_compilation():
     plain = _packed_ops(before)
     assert _packed_ops(inter) >= 3 * plain, (plain, _packed_ops(inter))
     assert _packed_ops(after) == plain
+
+
+@pytest.mark.skipif(not _host_has_avx2(), reason="needs an x86 host with AVX2 (vector loop shapes)")
+def test_a_nested_compilation_gives_the_outer_one_its_setting_back():
+    from numba import njit
+
+    from braze.targets import cpu_math as vm
+    from braze.targets import cpu_runtime as rt
+
+    @rt.interleaved(1, cache=False, error_model="numpy")
+    def helper(v):                      # typed (and compiled) while `outer` is being compiled
+        return vm.exp_f64(v) / v
+
+    def body(x, out):
+        for i in range(x.size):
+            out[i] = helper(x[i])
+
+    x, out = np.linspace(0.5, 2.0, 100), np.empty(100)
+    plain = njit(cache=False, error_model="numpy")(body)
+    outer = rt.interleaved(4, cache=False, error_model="numpy")(body)
+    plain(x, out)
+    want = out.copy()
+    outer(x, out)
+    np.testing.assert_array_equal(out, want)
+    assert _packed_ops(outer) >= 3 * _packed_ops(plain), (_packed_ops(plain), _packed_ops(outer))

@@ -65,6 +65,20 @@ def generate(loop: Loop, flat: tuple[bool, ...], skeleton: str | None = None) ->
     return CudaLoopCodegen(loop, flat, skeleton).build()
 
 
+def _shuffle_down(value: str, dtype: np.dtype) -> str:
+    """``cuda.shfl_down_sync`` of ``value``. numba-cuda shuffles int32, int64,
+    float32 and float64 only, so a partial of another type (an int8 product,
+    a uint64 sum, a bool any) travels as the signed int wide enough to hold it
+    exactly (uint64 wraps there and back, bit for bit) and is cast back. Found
+    on an H100: the simulator shuffles any Python value."""
+    dtype = np.dtype(dtype)
+    if dtype in (np.int32, np.int64, np.float32, np.float64):
+        return f"cuda.shfl_down_sync(0xffffffff, {value}, s)"
+    wide = "np.int32" if dtype.itemsize < 4 else "np.int64"
+    moved = f"cuda.shfl_down_sync(0xffffffff, {wide}({value}), s)"
+    return f"({moved} != 0)" if dtype == np.bool_ else cast(moved, dtype)
+
+
 class CudaOps(CpuOps):
     """The cuda target's scalar code: the ops' own, except where numba.cuda wants
     another call (libdevice for NumPy's rounding and roots, which it does not
@@ -194,8 +208,8 @@ class CudaLoopCodegen(LoopCodegen):
         w("while s > 0:")
         w.indent()
         for acc, red in parts:
-            for sfx, _ in self._parts(red):
-                w(f"{acc}_o{sfx} = cuda.shfl_down_sync(0xffffffff, {acc}{sfx}, s)")
+            for sfx, dt in self._parts(red):
+                w(f"{acc}_o{sfx} = {_shuffle_down(f'{acc}{sfx}', dt)}")
             for line in self._combine(red, acc, f"{acc}_o"):
                 w(line)
         w("s //= 2")

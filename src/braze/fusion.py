@@ -766,19 +766,52 @@ def _make_loop(name, group, members, spaces, consumers, graph_outputs) -> Loop:
 # A value this many times bigger than its inputs (``pos[None] - pos[:, None]``)
 # is recomputed by each kernel reading it rather than written and read back.
 REMAT_GROWTH = 4
+# At most this many cheap ops are recomputed in place of one value read.
+REMAT_CHAIN = 4
 
 
 def _size(node: Node) -> int:
     return int(np.prod(node.aval.shape, dtype=np.int64))
 
 
+def _is_source(node: Node) -> bool:
+    return node.op in SOURCE_OPS or (node.op in LAYOUT_OPS and node.inputs[0].op in SOURCE_OPS)
+
+
+def _remat_cone(leaf: Node, loop: Loop, logical: tuple) -> list[Node] | None:
+    """The cheap elementwise ops computing ``leaf`` over the loop's domain
+    (``leaf`` last, every op after its inputs) from constants, program inputs,
+    views of them and values ``loop`` already reads; None when there is no
+    such chain of at most REMAT_CHAIN ops. An explicit stack: no recursion."""
+    reads = {id(n) for n in loop.leaves if n is not leaf}
+    members = {id(n) for n in loop.members}
+    cone, seen, stack = [], set(), [(leaf, False)]
+    while stack:
+        node, ready = stack.pop()
+        if ready:
+            cone.append(node)
+            continue
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node.op not in CHEAP_OPS or node.aval.shape != logical or len(seen) > REMAT_CHAIN or id(node) in members:
+            return None
+        stack.append((node, True))
+        for i in node.inputs:
+            if not (i.op == "const" or id(i) in reads or _is_source(i)):
+                stack.append((i, False))
+    return cone
+
+
 def _rematerialize(steps: list, graph_outputs: set[int]) -> None:
-    """A kernel that reads a cheap elementwise value of its own domain that
-    another kernel computes from program inputs by broadcasting (the (n, n, 3)
-    pairwise differences of an N-body step, from two (n, 3) views) computes it
-    itself from those inputs; the producing kernel stops writing it out when
-    no step reads it any more. A write and a read of the big value become a
-    subtraction per element."""
+    """A kernel reading a value that cheap elementwise ops compute from
+    program inputs computes it itself, when that reads less memory: the (n, n,
+    3) pairwise differences of an N-body step from two (n, 3) views of the
+    positions (REMAT_GROWTH), or ``1.0 - v * dt`` and ``v >= 0`` of a time
+    loop's velocity window, invariant across its iterations and written out
+    once by the first, from the window each iteration's kernel reads anyway.
+    The producing kernel stops writing a value no step reads any more. The
+    same ops on the same operands: bitwise the same values."""
     loops = [s for s in steps if isinstance(s, Loop)]
     owner = {id(o): s for s in loops for o in s.outputs}
     readers: dict[int, int] = defaultdict(int)
@@ -786,24 +819,47 @@ def _rematerialize(steps: list, graph_outputs: set[int]) -> None:
         for i in (s.leaves if isinstance(s, Loop) else s.reads if isinstance(s, View) else s.node.inputs):
             readers[id(i)] += 1
     for loop in loops:
+        if loop.compact:
+            continue
         logical = loop.domain if loop.perm is None else tuple(
             loop.domain[loop.perm.index(a)] for a in range(len(loop.domain)))
-        for leaf in list(loop.leaves):
-            if (id(leaf) not in owner or owner[id(leaf)] is loop or leaf.op not in CHEAP_OPS
-                    or loop.compact or leaf.aval.shape != logical
-                    or not all(i.op in SOURCE_OPS or (i.op in LAYOUT_OPS and i.inputs[0].op in SOURCE_OPS)
-                               for i in leaf.inputs)
-                    or _size(leaf) < REMAT_GROWTH * sum(_size(i) for i in leaf.inputs)):
-                continue
-            new = [i for i in leaf.inputs if i.op != "const" and i not in loop.leaves]
-            if len(loop.leaves) - 1 + len(new) > MAX_KERNEL_READS:
-                continue
+        cands = []
+        for leaf in loop.leaves:
+            if id(leaf) in owner and owner[id(leaf)] is not loop and leaf.op in CHEAP_OPS:
+                cone = _remat_cone(leaf, loop, logical)
+                if cone is not None:
+                    cands.append((leaf, cone))
+        # (a cone reading another candidate would need that one computed first)
+        cand_ids = {id(leaf) for leaf, _ in cands}
+        cands = [(leaf, cone) for leaf, cone in cands if not any(id(i) in cand_ids for n in cone for i in n.inputs)]
+        if not cands:
+            continue
+
+        def new_reads(chosen):
+            inside = {id(n) for _, cone in chosen for n in cone}
+            return list({id(i): i for _, cone in chosen for n in cone for i in n.inputs
+                         if i.op != "const" and id(i) not in inside and i not in loop.leaves}.values())
+
+        # Values recomputed together may share what they read (three invariants of one window).
+        if sum(_size(i) for i in new_reads(cands)) >= sum(_size(leaf) for leaf, _ in cands):
+            cands = [(leaf, cone) for leaf, cone in cands
+                     if _size(leaf) >= REMAT_GROWTH * sum(_size(i) for i in leaf.inputs)
+                     or sum(_size(i) for i in new_reads([(leaf, cone)])) < _size(leaf)]
+        new = new_reads(cands)
+        front: list[Node] = []
+        for _, cone in cands:
+            front += [n for n in cone if n not in front]
+        if (not cands or len(loop.leaves) - len(cands) + len(new) > MAX_KERNEL_READS
+                or len(loop.members) + len(front) > MAX_KERNEL_OPS):
+            continue
+        for leaf, _ in cands:
             loop.leaves.remove(leaf)
-            loop.leaves.extend(new)
-            loop.members.insert(0, leaf)
-            loop.space[id(leaf)] = "full"
             readers[id(leaf)] -= 1
-            for i in new:
-                readers[id(i)] += 1
+        loop.leaves.extend(new)
+        for i in new:
+            readers[id(i)] += 1
+        loop.members[0:0] = front
+        for n in front:
+            loop.space[id(n)] = "full"
     for loop in loops:
         loop.outputs = [o for o in loop.outputs if id(o) in graph_outputs or readers[id(o)] > 0]

@@ -56,9 +56,8 @@ class CPUTarget(Target):
         steps = unfused(graph)  # (composites inlined: kernels chosen inside their bodies show)
         if any(step.node.op == "kernel" for step in steps.steps):
             return _lower_now(graph, donated, mutable)  # a kernel registered for cpu runs once a call, compiled
-        dry = None if not (donated or mutable) else lambda: _lower_now(graph)
         first = _lower_numpy(steps, donated, mutable)  # NumPy, op by op, updates in place
-        return cpu_tiered.Tiered(first, lambda: _lower_now(graph, donated, mutable), dry)
+        return cpu_tiered.Tiered(first, lambda: _lower_now(graph, donated, mutable), donated | mutable)
 
 
 def _lower_now(graph: Graph, donated=frozenset(), mutable=frozenset()) -> Executable:
@@ -139,6 +138,15 @@ def _fold_views(program: Program) -> None:
             continue
         keep.append(step)
     program.steps[:] = keep[::-1]
+
+
+def _memory_expr(writer, k: int, memory: tuple, aval) -> str:
+    """The array a rebased update (cpu_memory._rebased_writes) writes its result
+    into: the argument's own, or the pool buffer paired with it."""
+    if memory[0] == "input":
+        return f"inputs[{memory[1]}]"
+    d = writer.bind(f"RD{k}", np.dtype(aval.dtype))
+    return f"(pool[{memory[1]}] or _pool_set(pool, {memory[1]}, {tuple(aval.shape)!r}, {d}))[0]"
 
 
 def _out_windows(loop: Loop, slot_of: dict, direct: dict, program: Program) -> dict:
@@ -270,10 +278,16 @@ def lower_program(program: Program, donated=frozenset(), mutable=frozenset()) ->
     writer = cpu_driver.Writer()
     sources, kernel_sources, rolled = [], [], 0
     dead = _dead_after(program, slot_of)
-    # kernel output slot -> (the array an in-place update stores it in, the update's key)
-    direct = {slot: (slot_of[id(program.steps[k].node.inputs[0])],
-                     tuple(slice(a, b, c) for a, b, c in program.steps[k].node.kw["slices"]))
-              for slot, k in memory.direct.items()}
+    # kernel output slot -> (the array an in-place update stores it in: a slot, or the
+    # expression of the memory a rebased update writes, and the update's key)
+    direct, rebased = {}, {}
+    for slot, k in memory.direct.items():
+        node = program.steps[k].node
+        key = tuple(slice(a, b, c) for a, b, c in node.kw["slices"])
+        direct[slot] = (slot_of[id(node.inputs[0])], key)
+        if k in memory.rebased:
+            direct[slot] = (_memory_expr(writer, k, memory.rebased[k], node.inputs[0].aval), key)
+            rebased[k] = (direct[slot][0], cpu_memory.complement(node.kw["slices"], node.inputs[0].aval.shape))
     direct_updates = set(memory.direct.values())
     for index, step in enumerate(program.steps):
         if isinstance(step, Loop) and needs_numpy(step):
@@ -301,7 +315,7 @@ def lower_program(program: Program, donated=frozenset(), mutable=frozenset()) ->
                                f"{'independent' if spec.independent else 'in order'}\n{spec.runner.source}")
                 rolled += 1
             cpu_driver.op_step(writer, index, step.node, slot_of, index in memory.inplace,
-                               direct=index in direct_updates,
+                               direct=index in direct_updates, rebased=rebased.get(index),
                                fold=(step.base, step.index) if isinstance(step, View) and step.base is not None
                                else None)
         writer.release(dead.get(index))
@@ -309,6 +323,6 @@ def lower_program(program: Program, donated=frozenset(), mutable=frozenset()) ->
                             memory.checks_inputs, program.steps[0].name if program.steps else "empty")
     executable = Executable(run, program.describe(), "\n\n".join(sources))
     executable.driver = run.source
-    executable.counts = {"steps": len(program.steps), "kernels": len(kernel_sources),
+    executable.counts = {"steps": len(program.steps), "kernels": len(kernel_sources), "rebased updates": len(rebased),
                          "distinct kernels": len(set(kernel_sources)), "rolled loops": rolled}
     return executable

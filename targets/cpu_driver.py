@@ -281,8 +281,9 @@ def loop_step(w: Writer, j: int, loop: Loop, slot_of: dict, ks, kernel, buffers:
             dst, key = direct[slot]
             starts = tuple(sl.start for sl in key)
             zeros = (0,) * len(key)
-            lines.append(f"r = s[{dst}][{w.bind(f'R{j}_{k}', key)}] if safe else None")
-            lines.append(f"if r is not None: o{k} = r; f{k} = s[{dst}]; t{k} = {starts!r}")
+            lines.append(f"m = {_memory(dst)}")
+            lines.append(f"r = m[{w.bind(f'R{j}_{k}', key)}] if safe else None")
+            lines.append(f"if r is not None: o{k} = r; f{k} = m; t{k} = {starts!r}")
             lines.append("else:")
             lines.extend("    " + m for m in made[:1] + [f"f{k} = o{k}", f"t{k} = {zeros!r}"])
             lines.append(f"s[{slot}] = o{k}")
@@ -290,7 +291,7 @@ def loop_step(w: Writer, j: int, loop: Loop, slot_of: dict, ks, kernel, buffers:
             continue
         if slot in direct:  # written straight into the region an in-place update stores it in
             dst, key = direct[slot]
-            lines.append(f"r = s[{dst}][{w.bind(f'R{j}_{k}', key)}] if safe else None")
+            lines.append(f"r = {_memory(dst)}[{w.bind(f'R{j}_{k}', key)}] if safe else None")
             lines.append(f"if r is not None and r.flags.c_contiguous: o{k} = r; f{k} = r.reshape(-1)")
             lines.append("else:")
             made = ["    " + m for m in made]
@@ -323,14 +324,22 @@ def loop_step(w: Writer, j: int, loop: Loop, slot_of: dict, ks, kernel, buffers:
     w.step(lines, "kernel")
 
 
+def _memory(dst) -> str:
+    """A direct write's destination: a slot, or the expression of a rebased update's memory."""
+    return f"s[{dst}]" if isinstance(dst, int) else dst
+
+
 def numpy_loop_step(w: Writer, j: int, loop: Loop, slot_of: dict) -> None:
     w.step([f"{w.bind(f'N{j}', numpy_loop(loop, slot_of))}(s)  # {loop.name}: NumPy"], "NumPy op")
 
 
-def op_step(w: Writer, j: int, node, slot_of: dict, inplace: bool, direct: bool = False, fold=None) -> None:
+def op_step(w: Writer, j: int, node, slot_of: dict, inplace: bool, direct: bool = False, fold=None,
+            rebased=None) -> None:
     """Lines running one op step; ``direct``: an in-place update whose value a
     kernel may have written into place already (``cpu_memory._direct_writes``);
-    ``fold``: (base node, index): the view is ``base[index]``."""
+    ``fold``: (base node, index): the view is ``base[index]``; ``rebased``: (the
+    memory expression, the complement's keys) of an update whose result goes
+    to the other of two memories (``cpu_memory._rebased_writes``)."""
     ins = [f"s[{slot_of[id(i)]}]" for i in node.inputs]
     out = slot_of[id(node)]
     if fold is not None:
@@ -356,7 +365,14 @@ def op_step(w: Writer, j: int, node, slot_of: dict, inplace: bool, direct: bool 
         store = [f"    x[{key}] = {ins[1]}"]
         if direct:  # the kernel computing the value wrote it into x[key] unless its own buffer has no base
             store = [f"    v = {ins[1]}", f"    if v.base is None: x[{key}] = v"]
-        w.step(["if safe:", f"    x = {ins[0]}", *store, f"    s[{out}] = x",
+        head = [f"    x = {ins[0]}"]
+        if rebased is not None:  # into the other memory: the complement comes across, the region is there
+            memory, rest = rebased
+            head = [f"    x = {memory}", f"    t = {ins[0]}"]
+            for n, c in enumerate(rest):
+                ck = w.bind(f"V{j}_{n}", c)
+                head.append(f"    x[{ck}] = t[{ck}]")
+        w.step(["if safe:", *head, *store, f"    s[{out}] = x",
                 f"else: s[{out}] = {fn}{call}  # update_slice, in place"], "copy")
         return
     if inplace:  # write the update into the destination (see cpu_memory)

@@ -35,6 +35,8 @@ class Plan:
     inplace: set[int] = field(default_factory=set)            # step indices updating their input in place
     direct: dict[int, int] = field(default_factory=dict)      # kernel output slot -> the in-place update
     #   step that stores it: the kernel writes straight into the updated region (see _direct_writes)
+    rebased: dict[int, tuple] = field(default_factory=dict)   # update step -> the memory its result goes to,
+    #   ("pool", k) or ("input", i), the other of a pair of buffers (see _rebased_writes)
     checks_inputs: bool = False                               # whether calls must check input overlap
 
 
@@ -130,6 +132,7 @@ def plan(program, slot_of: dict, donated: frozenset, mutable: frozenset) -> Plan
             if last_use.get(r) == k and r in owner and r not in escaping:
                 free.setdefault((result.pool[owner[r]][0], result.pool[owner[r]][1].str), []).append(owner.pop(r))
     _direct_writes(steps, reads, produced, readers, root_of, result)
+    _rebased_writes(steps, reads, produced, readers, root_of, result, ninputs, mutable)
     return result
 
 
@@ -162,6 +165,78 @@ def _direct_writes(steps, reads, produced, readers, root_of, result: Plan) -> No
         if any(root_of(s) == target for t in range(j, k) for s in reads[t] + produced[t]):
             continue
         result.direct[value] = k
+
+
+# A region whose complement has at most this fraction of its elements is
+# rebased (the complement copied) rather than updated through a buffer.
+REBASE_COMPLEMENT = 0.25
+
+
+def _rebased_writes(steps, reads, produced, readers, root_of, result: Plan, ninputs: int, mutable) -> None:
+    """A time loop updating an argument in place from its own neighbours,
+    ``q[2:-1] = q[2:-1] - dt * (flux[1:] - flux[:-1]) + ...``, cannot have its
+    kernel write into ``q[2:-1]`` (it reads rows the update has already
+    written), so the value goes into a buffer the update then copies in: a
+    write and a read of the region per step. Instead such updates alternate
+    between two memories, the argument and one pool buffer of its shape: each
+    one's kernel writes the new region straight into the memory the value
+    before the last lived in (dead by then: the updates are in place, so
+    nothing reads an old value after the next update), and the update copies
+    only the region's complement across (a few rows). An even number of them
+    is rebased, so the last value ends in the argument: no copy back.
+
+    The conditions are ``_direct_writes``' but for the kernel's reads of the
+    argument: an in-place update of a mutable argument (checked per call with
+    ``safe``, as every in-place update), its value an intermediate of a
+    kernel only the update reads, the same dtype, a region of unit steps
+    whose complement is small (REBASE_COMPLEMENT)."""
+    producer = {s: k for k, outs in enumerate(produced) for s in outs}
+    direct_updates = set(result.direct.values())
+    chains: dict[int, list[int]] = {}
+    for k in sorted(result.inplace):
+        node = steps[k].node
+        target = root_of(reads[k][0])
+        if node.op != "update_slice" or k in direct_updates or target >= ninputs or target not in mutable:
+            continue
+        value = reads[k][1]
+        j = producer.get(value)
+        if j is None or not isinstance(steps[j], Loop) or k - j > DIRECT_SPAN or readers.get(value) != [k]:
+            continue
+        loop = steps[j]
+        if loop.ninner or loop.perm is not None or loop.compact or result.buffer.get(value, (None,))[0] != "pool":
+            continue
+        if node.inputs[0].aval.dtype != node.inputs[1].aval.dtype or any(c != 1 for _, _, c in node.kw["slices"]):
+            continue
+        shape = node.inputs[0].aval.shape
+        region = math.prod(b - a for a, b, _ in node.kw["slices"])
+        if not region or math.prod(shape) - region > REBASE_COMPLEMENT * region:
+            continue
+        chains.setdefault(target, []).append(k)
+    for target, ks in chains.items():
+        if len(ks) % 2:
+            ks = ks[1:]  # (the first stays a copy through a buffer: the last value ends in the argument)
+        if not ks:
+            continue
+        node = steps[ks[0]].node
+        other = ("pool", len(result.pool))
+        result.pool.append((tuple(node.inputs[0].aval.shape), np.dtype(node.inputs[0].aval.dtype)))
+        for n, k in enumerate(ks):
+            result.rebased[k] = other if n % 2 == 0 else ("input", target)
+            result.direct[reads[k][1]] = k
+
+
+def complement(slices, shape) -> list[tuple]:
+    """Index tuples covering the elements of an array of ``shape`` outside the
+    region ``slices`` ((start, stop, 1) per axis), without overlap."""
+    out = []
+    for d, (a, b, _) in enumerate(slices):
+        head = tuple(slice(s, e) for s, e, _ in slices[:d])
+        tail = (slice(None),) * (len(shape) - d - 1)
+        if a > 0:
+            out.append(head + (slice(0, a),) + tail)
+        if b < shape[d]:
+            out.append(head + (slice(b, shape[d]),) + tail)
+    return out
 
 
 def _donate(step: Loop, k, outs, ins, slot_of, donated, last_use, root_of, ninputs, result) -> None:

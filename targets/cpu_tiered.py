@@ -12,9 +12,11 @@ meanwhile keep running on NumPy; the first call after that runs compiled.
 
 The background run never writes into the caller's arrays: where the real
 program would (a donated argument, an argument the function updates in
-place), it runs a variant lowered without those choices. Its results are
-dropped; an error it meets (the caller changed an argument meanwhile, so a
-guard fails) only means some kernel compiles on its first real call.
+place), it runs on copies of them, so it compiles the very kernels later
+calls run (a kernel writing an update's region straight into the argument
+is another source than one writing a buffer). Its results are dropped; an
+error it meets (the caller changed an argument meanwhile, so a guard fails)
+only means some kernel compiles on its first real call.
 
 ``BRAZE_TIERED=0`` turns tiering off (every call compiled, the first one
 waiting for numba); ``braze.targets.cpu_cache.wait_background()`` waits for
@@ -30,6 +32,8 @@ import sys
 import threading
 import warnings
 from typing import Callable
+
+import numpy as np
 
 from . import cpu_cache
 from .base import Executable
@@ -67,12 +71,11 @@ def enabled() -> bool:
 class Tiered:
     """An ``Executable`` running NumPy until the one ``build()`` returns has run once."""
 
-    def __init__(self, generic: Executable, build: Callable[[], Executable],
-                 build_dry: Callable[[], Executable] | None):
+    def __init__(self, generic: Executable, build: Callable[[], Executable], written: frozenset = frozenset()):
         self.run = self._run
         self.times: dict = {}
         self._generic = generic.run
-        self._build, self._build_dry = build, build_dry
+        self._build, self._written = build, written  # (inputs the program may write: copied for the warm-up)
         self._built: Executable | None = None
         self._fast = None           # the compiled run, once it is ready
         self._lock = threading.Lock()
@@ -103,13 +106,14 @@ class Tiered:
     def _warm_now(self, inputs) -> None:
         try:
             built = self.compiled()
-            dry = built if self._build_dry is None else self._build_dry()
         except Exception as exc:  # noqa: BLE001  (stay on NumPy, which is correct; say why)
             warnings.warn(f"braze: building the cpu kernels failed ({type(exc).__name__}: {exc}); "
                           "this program keeps running with NumPy", RuntimeWarning, stacklevel=2)
             return
+        inputs = [x.copy(order="K") if i in self._written and isinstance(x, np.ndarray) else x
+                  for i, x in enumerate(inputs)]
         try:
-            dry.run(inputs)
+            built.run(inputs)
         except Exception:  # noqa: BLE001  (see the module docstring)
             pass
         self._fast = built.run

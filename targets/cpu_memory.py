@@ -98,7 +98,7 @@ def plan(program, slot_of: dict, donated: frozenset, mutable: frozenset) -> Plan
                 result.buffer[s] = ("pool", idx)
                 owner[s] = idx
             _donate(step, k, produced[k], reads[k], slot_of, donated, last_use, root_of, ninputs, result)
-        elif PRIMITIVES[step.node.op].inplace is not None:
+        elif PRIMITIVES[step.node.op].inplace is not None and not _carries(step.node):
             target = root_of(reads[k][0])
             owned = target in owner or target in fresh or (target < ninputs and target in mutable)
             # not into a buffer a result already lives in (y[1:] = a; t = y.copy(); t[1:] = b,
@@ -134,6 +134,12 @@ def plan(program, slot_of: dict, donated: frozenset, mutable: frozenset) -> Plan
     _direct_writes(steps, reads, produced, readers, root_of, result)
     _rebased_writes(steps, reads, produced, readers, root_of, result, ninputs, mutable)
     return result
+
+
+def _carries(node) -> bool:
+    """A re-rolled loop carrying a value (``braze.reroll``): its result is a new
+    value, not its first input updated."""
+    return node.op == "rolled" and node.kw["spec"].carry
 
 
 # How far apart a kernel and the update storing its result may be for the

@@ -29,16 +29,17 @@ SERIAL_MAX = 1 << 14
 
 def compile_template(spec: Rolled, leaves, iterations: int) -> object | None:
     """``runner(dst, leaves, rows)`` for ``spec`` run ``iterations`` times, or None when its template is not
-    one kernel this loop can call (then the run stays unrolled)."""
+    one kernel this loop can call (then the run stays unrolled). A carried value's runner returns the last."""
     program = fuse(spec.template)
     nwin = len(spec.windows)
-    inputs = {id(n): k for k, n in enumerate(spec.template.inputs)}
+    # template inputs: (the carried value: -1), the windows 0..nwin-1, the leaves
+    inputs = {id(n): k - spec.carry for k, n in enumerate(spec.template.inputs)}
     views = {id(s.node): s.node for s in program.steps if isinstance(s, View)}
     out = spec.template.outputs[0]  # the value stored: a kernel's output or a window, reshaped
     while out.op == "reshape":
         out = out.inputs[0]
     loops = [s for s in program.steps if isinstance(s, Loop)]
-    if inputs.get(id(out), nwin) < nwin:
+    if inputs.get(id(out), nwin) < nwin and not spec.carry:
         ks, loop = None, None  # a copy of a window
     elif len(loops) == 1 and loops[0].outputs == [out] and all(isinstance(s, (Loop, View)) for s in program.steps):
         loop = loops[0]
@@ -55,12 +56,12 @@ def compile_template(spec: Rolled, leaves, iterations: int) -> object | None:
         """Window ``w`` at row ``p``'s offsets; ``drop``: its size-1 dimensions indexed
         by an integer (the reshape dropping them, as NumPy's ``x[:, j]`` makes it)."""
         which, extents, steps = spec.windows[w]
-        base = "dst" if which < 0 else f"l{which}"
+        base = ("c" if spec.carry else "dst") if which < 0 else f"l{which}"
         index = [f"p[{cols[w] + d}]" if drop and e == 1 else _slice(f"p[{cols[w] + d}]", e, s)
                  for d, (e, s) in enumerate(zip(extents, steps))]
         return f"{base}[{', '.join(index)}]"
 
-    extents, steps = spec.region
+    extents, steps = spec.region or (tuple(spec.template.outputs[0].aval.shape), ())
     region = ", ".join(_slice(f"p[{cols[-1] + d}]", e, s) for d, (e, s) in enumerate(zip(extents, steps)))
     size = int(np.prod(extents, dtype=np.int64))
     if ks is None:  # (copied first: the window may overlap the region)
@@ -71,10 +72,12 @@ def compile_template(spec: Rolled, leaves, iterations: int) -> object | None:
         for leaf in ks.leaves:
             src = loop.reads(leaf)
             w = inputs.get(id(src.inputs[0]), nwin) if src.op == "reshape" and id(src) in views else nwin
-            if w < nwin and tuple(e for e in spec.windows[w][1] if e != 1) == src.aval.shape:
+            if 0 <= w < nwin and tuple(e for e in spec.windows[w][1] if e != 1) == src.aval.shape:
                 args.append(window(w, drop=True))  # a column, a row, an element: one index
-            elif id(src) in inputs and inputs[id(src)] < nwin and src.aval.ndim:
+            elif id(src) in inputs and 0 <= inputs[id(src)] < nwin and src.aval.ndim:
                 args.append(window(inputs[id(src)]))
+            elif inputs.get(id(src)) == -1:
+                args.append("c")  # the carried value, whole
             elif id(src) in inputs:
                 args.append(f"l{inputs[id(src)] - nwin}")
             else:
@@ -88,6 +91,8 @@ def compile_template(spec: Rolled, leaves, iterations: int) -> object | None:
         scratch = [f"        o0 = np.empty({size}, np.{dtype})"]
     if not spec.independent and work >= SERIAL_MAX:
         return None  # each step of a time loop big enough for threads: stays unrolled
+    if spec.carry:
+        return _carry_runner(ks, args, consts, extents, dtype, len(leaves))
     parallel = spec.independent and iterations * work >= PARALLEL_MIN
     params = ", ".join(["dst"] + [f"l{k}" for k in range(len(leaves))] + ["table"]
                        + [f"c{k}" for k in range(len(consts))])
@@ -109,6 +114,36 @@ def compile_template(spec: Rolled, leaves, iterations: int) -> object | None:
         if not fn:
             fn.append(cpu_cache.load(source, "rolled"))
         fn[0](dst, *[np.asarray(v)[()] if s else np.asarray(v) for v, s in zip(values, scalar)], rows, *consts)
+
+    runner.source = source
+    return runner
+
+
+def _carry_runner(ks, args: list, consts: list, shape: tuple, dtype: str, nleaves: int):
+    """``runner(init, leaves, rows) -> the last value`` of a loop carrying a
+    value: the iteration's kernel reads it (``c``) and writes the next into a
+    scratch buffer, which then holds it; an array value swaps two buffers."""
+    if shape:
+        size = int(np.prod(shape, dtype=np.int64))
+        head = ["    c = init.copy()", f"    o0 = np.empty({size}, np.{dtype})"]
+        turn = ["        t = c", f"        c = o0.reshape({shape!r})", f"        o0 = t.reshape({size})"]
+    else:
+        head = ["    c = init", f"    o0 = np.empty(1, np.{dtype})"]
+        turn = ["        c = o0[0]"]
+    params = ", ".join(["init"] + [f"l{k}" for k in range(nleaves)] + ["table"] + [f"c{k}" for k in range(len(consts))])
+    body = head + ["    for k in range(table.shape[0]):", "        p = table[k]",
+                   f"        kernel_serial({', '.join(args)})", *turn, "    return c"]
+    source = (ks.source + f"\n\n@njit(parallel=False, fastmath={FASTMATH}, {FLAGS})\n"
+              f"def rolled({params}):\n" + "\n".join(body) + "\n")
+    fn = []
+
+    def runner(init, values, rows):
+        if not fn:
+            fn.append(cpu_cache.load(source, "rolled"))
+        init = np.asarray(init, dtype)
+        first = np.ascontiguousarray(init) if shape else init[()]
+        last = fn[0](first, *[np.asarray(v)[()] if np.ndim(v) == 0 else np.asarray(v) for v in values], rows, *consts)
+        return np.asarray(last, dtype)
 
     runner.source = source
     return runner

@@ -72,6 +72,34 @@ def growing(x):  # windows of changing extent: iterations are not alike
     return out
 
 
+def trace_loop(a):
+    trace = 0.0
+    for i in range(a.shape[0]):
+        trace += np.tanh(a[i, i])
+    return trace
+
+
+def horner(c, x):  # an array carried: each iteration reads the last whole
+    acc = np.zeros_like(x)
+    for i in range(c.shape[0]):
+        acc = acc * x + c[i]
+    return acc
+
+
+def dot_loop(x, y):  # a NumPy scalar carried, strong from the start
+    s = x.dtype.type(0)
+    for i in range(x.shape[0]):
+        s += x[i] * y[i]
+    return s
+
+
+def two_bodies(x):  # the body changes half way: two runs
+    s = x[0] * 0
+    for i in range(x.shape[0]):
+        s = s + x[i] if i < x.shape[0] // 2 else s * 0.5 - x[i]
+    return s
+
+
 def _conv_args(dtype, rng):
     return (rng.standard_normal((12, 11)).astype(dtype), rng.standard_normal((3, 2)).astype(dtype))
 
@@ -86,6 +114,10 @@ CASES = {
     "counts": (counts, lambda d, r: ((r.standard_normal((10, 5)) * 1e30).astype(d),), True),
     "short_loop": (short_loop, lambda d, r: (r.standard_normal(10).astype(d),), False),
     "growing": (growing, lambda d, r: (r.standard_normal(12).astype(d),), False),
+    "trace_loop": (trace_loop, lambda d, r: ((r.standard_normal((30, 30)) * 3).astype(d),), True),
+    "horner": (horner, lambda d, r: (r.standard_normal(12).astype(d), r.standard_normal(7).astype(d)), True),
+    "dot_loop": (dot_loop, lambda d, r: (r.standard_normal(25).astype(d), r.standard_normal(25).astype(d)), True),
+    "two_bodies": (two_bodies, lambda d, r: (r.standard_normal(40).astype(d),), True),
 }
 
 
@@ -99,7 +131,7 @@ def _rolled_nodes(graph):
 
 # Not bitwise NumPy's, by the numerics contract: np.tanh is braze's vector tanh (within
 # its documented 2 ulp), a float sum's accumulation order is braze's own.
-APPROXIMATE = {"columns", "conv2d", "growing"}
+APPROXIMATE = {"columns", "conv2d", "growing", "trace_loop"}
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -211,3 +243,78 @@ def test_aliased_arguments_read_as_numpy_reads_them():
     np.testing.assert_array_equal(got, want)
     separate = np.arange(12.0)
     np.testing.assert_array_equal(f(separate.copy(), separate), shift(separate.copy(), separate))
+
+
+def test_carried_values_roll_into_one_loop_in_order():
+    """A value carried from iteration to iteration (``trace += np.tanh(a[i, i])``)
+    is one ``rolled`` node: the iteration's kernel called in a numba loop that
+    hands each value to the next; the first iteration, which starts from a weak
+    Python float, stays outside the run (its aval differs)."""
+    a = np.random.default_rng(3).standard_normal((500, 500))
+    f = braze.compile(trace_loop, target="cpu")
+    lowered = f.lower(a)
+    assert lowered.counts["rolled loops"] == 1 and lowered.counts["kernels"] == 1, lowered.counts
+    assert "rolled loop, 499 iterations, in order" in lowered.source
+    got = f(a)
+    assert type(got) is type(trace_loop(a)) and got.dtype == np.float64
+    graph = reroll(_inlined(lowered.ir))
+    (node,) = _rolled_nodes(graph)
+    assert node.kw["spec"].carry and not node.kw["spec"].independent
+    # the template looped with NumPy: the unrolled graph's bits (the compiled loop's tanh is braze's own)
+    np.testing.assert_array_equal(lower_graph(graph).run([a])[0], lower_graph(_inlined(lowered.ir)).run([a])[0])
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint16, np.int64, np.bool_])
+def test_carried_integers_wrap_as_numpys(dtype):
+    def mix(x):
+        s = x[0]
+        for i in range(1, x.shape[0]):
+            s = s * x[i] + x[i - 1] if dtype != np.bool_ else s ^ x[i]
+        return s
+
+    x = np.random.default_rng(4).integers(0, 200, 64).astype(dtype)
+    f = braze.compile(mix, target="cpu")
+    with np.errstate(over="ignore"):
+        want = mix(x)
+    got = f(x)
+    assert got.dtype == want.dtype and got == want
+    assert f.lower(x).counts["rolled loops"] == 1
+
+
+def test_a_carried_value_read_elsewhere_is_not_rolled():
+    def partials(x):
+        s, out = 0.0, []
+        for i in range(x.shape[0]):
+            s = s + x[i]
+            out.append(s)  # every partial sum is a result: nothing is carried privately
+        return np.array(out)
+
+    x = np.random.default_rng(5).standard_normal(30)
+    f = braze.compile(partials, target="cpu")
+    np.testing.assert_array_equal(f(x), partials(x))
+
+
+def test_special_values_through_a_carried_loop():
+    x = np.random.default_rng(6).standard_normal(50)
+    x[[3, 17, 30]] = [np.nan, np.inf, -np.inf]
+    for fn in (dot_loop, two_bodies):
+        args = (x, x[::-1].copy()) if fn is dot_loop else (x,)
+        got, want = braze.compile(fn, target="cpu")(*args), fn(*args)
+        np.testing.assert_array_equal(got, want)
+
+
+def test_gradient_through_a_carried_loop_matches_finite_differences():
+    def loss(a):
+        s = 0.0
+        for i in range(a.shape[0]):
+            s = s * 0.9 + np.tanh(a[i, i]) * a[i, (i + 1) % a.shape[0]]
+        return s
+
+    a = np.random.default_rng(8).standard_normal((20, 20))
+    g = braze.compile(braze.grad(loss), target="cpu")(a)
+    eps, num = 1e-6, np.zeros_like(a)
+    for i, j in [(0, 0), (5, 5), (5, 6), (19, 0), (3, 9)]:
+        d = np.zeros_like(a)
+        d[i, j] = eps
+        num[i, j] = (loss(a + d) - loss(a - d)) / (2 * eps)
+        np.testing.assert_allclose(g[i, j], num[i, j], rtol=1e-6, atol=1e-8)

@@ -11,6 +11,12 @@ is one ``rolled`` node: the interior once, as a graph (the *template*, whose
 inputs are the windows and the leaves), and a table with a row of offsets per
 iteration (the windows' starts, then the region's starts).
 
+A loop carrying a value from one iteration to the next (``trace +=
+np.tanh(a[i, i])``, ``acc = acc * r + c[i]``) traces to a chain of nodes
+each computing the next value from the one before and windows at offsets;
+a run of alike ones is a ``rolled`` node too, in order, whose template reads
+the carried value whole (``Rolled.carry``) and whose result is the last value.
+
 A target compiles the template once and runs it in a loop over the table's
 rows (``Rolled.runner``); the iterations are *independent* (parallel) when no
 window reads the array being updated and no two regions overlap, and run in
@@ -66,35 +72,46 @@ class Rolled:
     ``windows[w]``: (which leaf, -1 for the array updated; its extents; its
     steps): its starts are table columns ``ndim`` at a time, in order, then
     the region's (``region``: extents, steps). ``independent``: the
-    iterations may run in any order. ``runner``: a target's compiled loop,
-    ``runner(dst, leaves, table)`` writing into ``dst``; None runs the template
-    with NumPy, iteration by iteration."""
+    iterations may run in any order. ``carry``: the node's first input is a
+    value each iteration replaces, not an array it updates a region of: the
+    template's first input is that value, read whole, then the windows and
+    leaves; its output is the next value (``region`` is None), and the
+    node's result the last. ``runner``: a target's compiled loop,
+    ``runner(dst, leaves, table)`` writing into ``dst`` (returning the last
+    value, for a carry); None runs the template with NumPy, iteration by
+    iteration."""
 
     template: Graph
     windows: tuple
-    region: tuple
+    region: tuple | None
     independent: bool
     runner: object = None
+    carry: bool = False
 
     def __repr__(self):
-        kind = "independent" if self.independent else "in order"
+        kind = "carried" if self.carry else "independent" if self.independent else "in order"
         return f"<{len(self.template.nodes)} nodes a step, {kind}>"
 
     def run(self, dst: np.ndarray, leaves, table: Table) -> np.ndarray:
         if self.runner is not None:
+            if self.carry:
+                return self.runner(dst, leaves, table.rows)
             self.runner(dst, leaves, table.rows)
             return dst
         order = [n for n in self.template.nodes if n.op not in ("input", "const")]
+        first = 1 if self.carry else 0  # (the carried value's input)
         nwin = len(self.windows)
         for row in table.rows:
             values, col = {}, 0
+            if self.carry:
+                values[id(self.template.inputs[0])] = dst
             for k, (which, extents, steps) in enumerate(self.windows):
                 base = dst if which < 0 else leaves[which]
                 starts = row[col:col + len(extents)]
                 col += len(extents)
-                values[id(self.template.inputs[k])] = np.asarray(base)[_window(starts, extents, steps)]
+                values[id(self.template.inputs[first + k])] = np.asarray(base)[_window(starts, extents, steps)]
             for k, leaf in enumerate(leaves):
-                values[id(self.template.inputs[nwin + k])] = leaf
+                values[id(self.template.inputs[first + nwin + k])] = leaf
 
             def value(n):
                 if n.op == "const":
@@ -103,6 +120,9 @@ class Rolled:
 
             for n in order:
                 values[id(n)] = NUMPY_IMPL[n.op](*[value(i) for i in n.inputs], **n.kw)
+            if self.carry:
+                dst = value(self.template.outputs[0])
+                continue
             extents, steps = self.region
             dst[_window(row[col:], extents, steps)] = value(self.template.outputs[0])
         return dst
@@ -147,17 +167,11 @@ def reroll(graph: Graph, compile_template=None) -> Graph:
         if len(chain) < MIN_RUN:
             continue
         its = [_iteration(c, index, uses) for c in chain]
-        start = 0
-        while start < len(chain):
-            end = start + 1
-            while end < len(chain) and its[start] is not None and its[end] is not None \
-                    and its[end].signature == its[start].signature:
-                end += 1
-            if its[start] is not None and end - start >= MIN_RUN:
-                node = _rolled(chain[start:end], its[start:end], index, compile_template)
-                if node is not None:
-                    replace[id(chain[end - 1])] = node
-            start = end
+        for start, end in _runs(its, 0):
+            node = _rolled(chain[start:end], its[start:end], index, compile_template)
+            if node is not None:
+                replace[id(chain[end - 1])] = node
+    _carried_runs(order, index, uses, replace, compile_template)
     if not replace:
         return graph
     mapping: dict[int, Node] = {}
@@ -180,8 +194,17 @@ class _Iteration:
 def _iteration(update: Node, index, uses) -> _Iteration | None:
     """One update of a chain as an iteration of a rolled loop (None: it cannot be)."""
     dst, value = update.inputs
-    if (value.aval.dtype != dst.aval.dtype or value.op in _STATEFUL or not update.kw["slices"]
-            or any(s <= 0 for _, _, s in update.kw["slices"])):
+    if not update.kw["slices"] or any(s <= 0 for _, _, s in update.kw["slices"]):
+        return None
+    return _iteration_of(value, dst, update.kw["slices"], index, uses)
+
+
+def _iteration_of(value: Node, dst: Node, region, index, uses) -> _Iteration | None:
+    """The iteration computing ``value`` and storing it into ``region`` of
+    ``dst``, or, with ``region`` None, computing the carried ``value`` from the
+    one before, ``dst``, which it may read whole (None: it cannot be rolled)."""
+    carry = region is None
+    if value.aval.dtype != dst.aval.dtype or value.op in _STATEFUL or (carry and value.aval != dst.aval):
         return None
     taken, stack = {id(value): value}, [value]
     while stack:  # the candidates, bounded
@@ -209,7 +232,7 @@ def _iteration(update: Node, index, uses) -> _Iteration | None:
         inside.add(id(n))
         for i in n.inputs:
             users_inside[id(i)] = users_inside.get(id(i), 0) + 1
-    if id(value) not in inside or users_inside.get(id(dst), 0) + 1 != uses[id(dst)]:
+    if id(value) not in inside or users_inside.get(id(dst), 0) + (0 if carry else 1) != uses[id(dst)]:
         return None  # the value is read elsewhere, or the array updated is read outside this iteration
     interior.reverse()
     ref: dict[int, tuple] = {}
@@ -232,29 +255,40 @@ def _iteration(update: Node, index, uses) -> _Iteration | None:
             if id(i) in ref:
                 args.append(ref[id(i)])
             elif i is dst:
-                return None  # the array updated, read whole: not a window of one iteration
+                if not carry:
+                    return None  # the array updated, read whole: not a window of one iteration
+                args.append(("carry",))
             else:
                 if i.op != "const":
                     it.leaves.setdefault(id(i), i)
                 args.append(("leaf", id(i)))
         ref[id(n)] = ("node", len(sig))
         sig.append((n.op, n.params, n.aval, tuple(args)))
-    region = update.kw["slices"]
-    sig.append(("region", ref[id(value)], tuple(s for _, _, s in region), value.aval.shape))
-    it.offsets.extend(a for a, _, _ in region)
+    if carry:
+        sig.append(("carry", ref[id(value)], value.aval))
+    else:
+        sig.append(("region", ref[id(value)], tuple(s for _, _, s in region), value.aval.shape))
+        it.offsets.extend(a for a, _, _ in region)
     it.signature = tuple(sig)
     return it
 
 
-def _rolled(run: list[Node], its: list[_Iteration], index: dict, compile_template) -> Node | None:
-    """The ``rolled`` node of a run of alike updates (None: left unrolled)."""
+def _rolled(run: list[Node], its: list[_Iteration], index: dict, compile_template, init: Node | None = None
+            ) -> Node | None:
+    """The ``rolled`` node of a run of alike updates, or with ``init`` (the
+    value the first carries on from) of alike carried values (None: left
+    unrolled)."""
     first = its[0]
+    carry = init is not None
     if any(index[id(leaf)] >= index[id(run[0])] for leaf in first.leaves.values()):
         return None  # a leaf computed after the run starts (it might read the run's updates)
-    dst = run[0].inputs[0]
+    dst = init if carry else run[0].inputs[0]
     leaves = list(first.leaves.values())
     position = {id(leaf): k for k, leaf in enumerate(leaves)}
     inputs, windows, mapping = [], [], {}
+    if carry:
+        mapping[id(dst)] = Node.make("input", (), dst.aval, index=0)
+        inputs.append(mapping[id(dst)])
     for n in first.windows:
         base = n.inputs[0]
         windows.append((-1 if base is dst else position[id(base)], tuple(n.aval.shape),
@@ -267,18 +301,79 @@ def _rolled(run: list[Node], its: list[_Iteration], index: dict, compile_templat
     for n in first.interior:
         if id(n) not in mapping:
             mapping[id(n)] = n.replace(mapping.get(id(i), i) for i in n.inputs)
-    value = run[0].inputs[1]
+    value = run[0] if carry else run[0].inputs[1]
     template = Graph(inputs, [mapping[id(value)]])
-    table = Table(np.array([it.offsets for it in its], dtype=np.int64))
-    region = (tuple(value.aval.shape), tuple(s for _, _, s in run[0].kw["slices"]))
-    independent = all(w[0] >= 0 for w in windows) and _disjoint(table.rows, region, dst.aval.shape)
-    spec = Rolled(template, tuple(windows), region, independent)
+    table = Table(np.array([it.offsets for it in its], dtype=np.int64).reshape(len(its), -1))
+    if carry:
+        region, independent = None, False
+    else:
+        region = (tuple(value.aval.shape), tuple(s for _, _, s in run[0].kw["slices"]))
+        independent = all(w[0] >= 0 for w in windows) and _disjoint(table.rows, region, dst.aval.shape)
+    spec = Rolled(template, tuple(windows), region, independent, carry=carry)
     if compile_template is not None:
         runner = compile_template(spec, leaves, len(run))
         if runner is None:
             return None
-        spec = Rolled(template, tuple(windows), region, independent, runner)
+        spec = Rolled(template, tuple(windows), region, independent, runner, carry)
     return Node.make("rolled", (dst, *leaves), dst.aval, spec=spec, table=table)
+
+
+# How far along a chain of single users a carried value's next one may be
+# (``acc = acc * r + c[i]``: two ops on): a bound on the work per node.
+CARRY_REACH = 8
+
+
+def _carried_runs(order: list, index: dict, uses: dict, replace: dict, compile_template) -> None:
+    """Runs of at least MIN_RUN alike iterations of carried values (``trace +=
+    np.tanh(a[i, i])``), added to ``replace``: the last value of a run -> its
+    ``rolled`` node. A carried value is used once, by the interior of the next
+    one: the same op with the same params and aval, at most CARRY_REACH
+    single users on. Linear: a bounded walk from each node."""
+    user: dict[int, Node] = {}
+    for n in order:
+        for i in n.inputs:
+            user[id(i)] = n
+    nxt: dict[int, Node] = {}
+    for h in order:
+        if uses.get(id(h)) != 1 or h.op in _SOURCES or h.op in _STATEFUL or h.op == "update_slice" \
+                or isinstance(h.aval, tuple):
+            continue
+        n = user.get(id(h))
+        for _ in range(CARRY_REACH):
+            if n is None:
+                break
+            if n.op == h.op and n.params == h.params and n.aval == h.aval:
+                nxt[id(h)] = n
+                break
+            if uses.get(id(n)) != 1:
+                break
+            n = user.get(id(n))
+    linked = {id(n) for n in nxt.values()}
+    for head in order:
+        if id(head) in linked or id(head) not in nxt:
+            continue
+        chain = [head]
+        while id(chain[-1]) in nxt:
+            chain.append(nxt[id(chain[-1])])
+        if len(chain) <= MIN_RUN or any(id(n) in replace for n in chain):
+            continue
+        its = [None] + [_iteration_of(chain[k], chain[k - 1], None, index, uses) for k in range(1, len(chain))]
+        for start, end in _runs(its, 1):
+            node = _rolled(chain[start:end], its[start:end], index, compile_template, init=chain[start - 1])
+            if node is not None:
+                replace[id(chain[end - 1])] = node
+
+
+def _runs(its: list, start: int):
+    """(start, end) of each run of at least MIN_RUN alike iterations in ``its[start:]``."""
+    while start < len(its):
+        end = start + 1
+        while end < len(its) and its[start] is not None and its[end] is not None \
+                and its[end].signature == its[start].signature:
+            end += 1
+        if its[start] is not None and end - start >= MIN_RUN:
+            yield start, end
+        start = end
 
 
 def _disjoint(rows: np.ndarray, region, shape) -> bool:

@@ -18,6 +18,7 @@ from braze.reroll import Rolled
 
 from . import cpu_cache
 from .cpu_codegen import FASTMATH, FLAGS, HEADER, PARALLEL_MIN, generate, needs_numpy
+from .scalar import cast
 
 CHUNKS = 64  # parallel chunks of an independent loop (each takes one scratch buffer)
 # Elements an in-order iteration may compute and still be re-rolled: one that
@@ -78,6 +79,8 @@ def compile_template(spec: Rolled, leaves, iterations: int) -> object | None:
                 args.append(window(inputs[id(src)]))
             elif inputs.get(id(src)) == -1:
                 args.append("c")  # the carried value, whole
+            elif inputs.get(id(src), -1) >= nwin + len(leaves):  # a constant this iteration's own
+                args.append(cast(f"q[{inputs[id(src)] - nwin - len(leaves)}]", src.aval.dtype))
             elif id(src) in inputs:
                 args.append(f"l{inputs[id(src)] - nwin}")
             else:
@@ -94,7 +97,7 @@ def compile_template(spec: Rolled, leaves, iterations: int) -> object | None:
     if spec.carry:
         return _carry_runner(ks, args, consts, extents, dtype, len(leaves))
     parallel = spec.independent and iterations * work >= PARALLEL_MIN
-    params = ", ".join(["dst"] + [f"l{k}" for k in range(len(leaves))] + ["table"]
+    params = ", ".join(["dst"] + [f"l{k}" for k in range(len(leaves))] + ["table", "consts"]
                        + [f"c{k}" for k in range(len(consts))])
     body = [
         "    n = table.shape[0]",
@@ -103,6 +106,7 @@ def compile_template(spec: Rolled, leaves, iterations: int) -> object | None:
         *scratch,
         "        for k in range(c * n // nch, (c + 1) * n // nch):",
         "            p = table[k]",
+        "            q = consts[k]",
         *("            " + line for line in step),
     ]
     source = ((ks.source if ks else HEADER) + f"\n\n@njit(parallel={parallel}, fastmath={FASTMATH}, {FLAGS})\n"
@@ -110,10 +114,11 @@ def compile_template(spec: Rolled, leaves, iterations: int) -> object | None:
     scalar = [leaf.aval.ndim == 0 for leaf in leaves]
     fn = []
 
-    def runner(dst, values, rows):
+    def runner(dst, values, rows, crows):
         if not fn:
             fn.append(cpu_cache.load(source, "rolled"))
-        fn[0](dst, *[np.asarray(v)[()] if s else np.asarray(v) for v, s in zip(values, scalar)], rows, *consts)
+        fn[0](dst, *[np.asarray(v)[()] if s else np.asarray(v) for v, s in zip(values, scalar)], rows, crows,
+              *consts)
 
     runner.source = source
     return runner
@@ -130,19 +135,21 @@ def _carry_runner(ks, args: list, consts: list, shape: tuple, dtype: str, nleave
     else:
         head = ["    c = init", f"    o0 = np.empty(1, np.{dtype})"]
         turn = ["        c = o0[0]"]
-    params = ", ".join(["init"] + [f"l{k}" for k in range(nleaves)] + ["table"] + [f"c{k}" for k in range(len(consts))])
-    body = head + ["    for k in range(table.shape[0]):", "        p = table[k]",
+    params = ", ".join(["init"] + [f"l{k}" for k in range(nleaves)] + ["table", "consts"]
+                       + [f"c{k}" for k in range(len(consts))])
+    body = head + ["    for k in range(table.shape[0]):", "        p = table[k]", "        q = consts[k]",
                    f"        kernel_serial({', '.join(args)})", *turn, "    return c"]
     source = (ks.source + f"\n\n@njit(parallel=False, fastmath={FASTMATH}, {FLAGS})\n"
               f"def rolled({params}):\n" + "\n".join(body) + "\n")
     fn = []
 
-    def runner(init, values, rows):
+    def runner(init, values, rows, crows):
         if not fn:
             fn.append(cpu_cache.load(source, "rolled"))
         init = np.asarray(init, dtype)
         first = np.ascontiguousarray(init) if shape else init[()]
-        last = fn[0](first, *[np.asarray(v)[()] if np.ndim(v) == 0 else np.asarray(v) for v in values], rows, *consts)
+        last = fn[0](first, *[np.asarray(v)[()] if np.ndim(v) == 0 else np.asarray(v) for v in values], rows, crows,
+                     *consts)
         return np.asarray(last, dtype)
 
     runner.source = source

@@ -100,6 +100,27 @@ def two_bodies(x):  # the body changes half way: two runs
     return s
 
 
+def index_scaled(x):  # constants that change with the iteration: a table of them
+    out = np.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i] * i + 0.5 * i
+    return out
+
+
+def shared_constants(x):  # at i = 2 every constant is the one node 2: each position keeps its own
+    out = np.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = (x[i] + i) * 2 + i * 2
+    return out
+
+
+def weighted_columns(x):  # NumPy scalars of the array's dtype, strong, different each column
+    out = np.empty_like(x)
+    for j in range(x.shape[1]):
+        out[:, j] = x[:, j] * x.dtype.type(j + 1) - x.dtype.type(j) / 3
+    return out
+
+
 def _conv_args(dtype, rng):
     return (rng.standard_normal((12, 11)).astype(dtype), rng.standard_normal((3, 2)).astype(dtype))
 
@@ -118,6 +139,9 @@ CASES = {
     "horner": (horner, lambda d, r: (r.standard_normal(12).astype(d), r.standard_normal(7).astype(d)), True),
     "dot_loop": (dot_loop, lambda d, r: (r.standard_normal(25).astype(d), r.standard_normal(25).astype(d)), True),
     "two_bodies": (two_bodies, lambda d, r: (r.standard_normal(40).astype(d),), True),
+    "index_scaled": (index_scaled, lambda d, r: (r.standard_normal(30).astype(d),), True),
+    "shared_constants": (shared_constants, lambda d, r: (r.standard_normal(20).astype(d),), True),
+    "weighted_columns": (weighted_columns, lambda d, r: (r.standard_normal((5, 30)).astype(d),), True),
 }
 
 
@@ -318,3 +342,32 @@ def test_gradient_through_a_carried_loop_matches_finite_differences():
         d[i, j] = eps
         num[i, j] = (loss(a + d) - loss(a - d)) / (2 * eps)
         np.testing.assert_allclose(g[i, j], num[i, j], rtol=1e-6, atol=1e-8)
+
+
+def test_constants_that_change_with_the_iteration_are_a_table():
+    """``x[i] * i``: one rolled loop whose template takes the iteration's
+    constants from a float64 table, typed as they were (a weak Python int, a
+    strong float32); the constants the same in every iteration stay literals."""
+    x = np.random.default_rng(9).standard_normal((5, 30)).astype(np.float32)
+    graph = reroll(_inlined(braze.compile(weighted_columns, target="cpu").lower(x).ir))
+    (node,) = _rolled_nodes(graph)
+    spec, consts = node.kw["spec"], node.kw["consts"].rows
+    assert [np.dtype(a.dtype) for a in spec.params] == [np.float32, np.float32] and not any(a.weak for a in spec.params)
+    np.testing.assert_array_equal(consts[:, 0], np.arange(1, 31))
+    assert consts.shape == (30, 2)
+    graph = reroll(_inlined(braze.compile(index_scaled, target="cpu").lower(x[0].astype(np.float64)).ir))
+    (node,) = _rolled_nodes(graph)
+    assert [a.weak for a in node.kw["spec"].params] == [True, True]  # i, and 0.5 * i folded to a weak float
+
+
+def test_a_huge_integer_constant_leaves_the_loop_unrolled():
+    def big(x):
+        out = np.empty_like(x)
+        for i in range(x.shape[0]):
+            out[i] = x[i] + (2 ** 60 + i)
+        return out
+
+    x = np.arange(20, dtype=np.int64)
+    f = braze.compile(big, target="cpu")
+    np.testing.assert_array_equal(f(x), big(x))
+    assert f.lower(x).counts["rolled loops"] == 0  # (2**60 + i does not survive a float64 table)

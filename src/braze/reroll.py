@@ -44,17 +44,19 @@ _SOURCES = frozenset({"input", "const", "capture"})
 
 class Table:
     """The offsets of each iteration (a read-only int64 array ``rows x columns``),
-    hashed by value so two equal programs intern to one node."""
+    or its constants (float64), hashed by value so two equal programs intern to
+    one node."""
 
     __slots__ = ("rows", "_hash")
 
-    def __init__(self, rows: np.ndarray):
-        self.rows = np.ascontiguousarray(rows, dtype=np.int64)
+    def __init__(self, rows: np.ndarray, dtype=np.int64):
+        self.rows = np.ascontiguousarray(rows, dtype=dtype)
         self.rows.flags.writeable = False
-        self._hash = hash((self.rows.shape, self.rows.tobytes()))
+        self._hash = hash((self.rows.shape, self.rows.dtype.str, self.rows.tobytes()))
 
     def __eq__(self, other):
-        return isinstance(other, Table) and self.rows.shape == other.rows.shape and np.array_equal(self.rows, other.rows)
+        return (isinstance(other, Table) and self.rows.shape == other.rows.shape
+                and self.rows.dtype == other.rows.dtype and self.rows.tobytes() == other.rows.tobytes())
 
     def __hash__(self):
         return self._hash
@@ -76,10 +78,12 @@ class Rolled:
     value each iteration replaces, not an array it updates a region of: the
     template's first input is that value, read whole, then the windows and
     leaves; its output is the next value (``region`` is None), and the
-    node's result the last. ``runner``: a target's compiled loop,
-    ``runner(dst, leaves, table)`` writing into ``dst`` (returning the last
-    value, for a carry); None runs the template with NumPy, iteration by
-    iteration."""
+    node's result the last. ``params``: the avals of the scalar constants
+    that differ from one iteration to the next (``x[i] * i``): the template's
+    last inputs, their values a row of ``consts`` (float64) per iteration.
+    ``runner``: a target's compiled loop, ``runner(dst, leaves, table, consts)``
+    writing into ``dst`` (returning the last value, for a carry); None runs
+    the template with NumPy, iteration by iteration."""
 
     template: Graph
     windows: tuple
@@ -87,22 +91,27 @@ class Rolled:
     independent: bool
     runner: object = None
     carry: bool = False
+    params: tuple = ()
 
     def __repr__(self):
         kind = "carried" if self.carry else "independent" if self.independent else "in order"
         return f"<{len(self.template.nodes)} nodes a step, {kind}>"
 
-    def run(self, dst: np.ndarray, leaves, table: Table) -> np.ndarray:
+    def run(self, dst: np.ndarray, leaves, table: Table, consts: Table | None = None) -> np.ndarray:
+        crows = consts.rows if consts is not None else np.zeros((len(table.rows), 0))
         if self.runner is not None:
             if self.carry:
-                return self.runner(dst, leaves, table.rows)
-            self.runner(dst, leaves, table.rows)
+                return self.runner(dst, leaves, table.rows, crows)
+            self.runner(dst, leaves, table.rows, crows)
             return dst
         order = [n for n in self.template.nodes if n.op not in ("input", "const")]
         first = 1 if self.carry else 0  # (the carried value's input)
         nwin = len(self.windows)
-        for row in table.rows:
+        params = self.template.inputs[len(self.template.inputs) - len(self.params):]
+        for row, crow in zip(table.rows, crows):
             values, col = {}, 0
+            for node, c in zip(params, crow):
+                values[id(node)] = param_value(c, node.aval)
             if self.carry:
                 values[id(self.template.inputs[0])] = dst
             for k, (which, extents, steps) in enumerate(self.windows):
@@ -126,6 +135,15 @@ class Rolled:
             extents, steps = self.region
             dst[_window(row[col:], extents, steps)] = value(self.template.outputs[0])
         return dst
+
+
+def param_value(c: float, aval):
+    """A varying constant's value for one iteration, typed as the constant was:
+    a Python scalar for a weak one, a NumPy scalar for a strong one."""
+    dtype = np.dtype(aval.dtype)
+    if aval.weak:
+        return bool(c) if dtype.kind == "b" else int(c) if dtype.kind in "iu" else float(c)
+    return dtype.type(c)
 
 
 def _window(starts, extents, steps) -> tuple:
@@ -189,6 +207,7 @@ class _Iteration:
     leaves: dict       # id -> node read by the interior, computed outside it
     interior: list     # the nodes only this update's value uses, topological
     windows: list      # interior slices of leaves (or of the array updated) at offsets
+    consts: list = None  # the scalar constants the interior reads, in order (compared by value apart)
 
 
 def _iteration(update: Node, index, uses) -> _Iteration | None:
@@ -236,7 +255,7 @@ def _iteration_of(value: Node, dst: Node, region, index, uses) -> _Iteration | N
         return None  # the value is read elsewhere, or the array updated is read outside this iteration
     interior.reverse()
     ref: dict[int, tuple] = {}
-    it = _Iteration((), [], {}, interior, [])
+    it = _Iteration((), [], {}, interior, [], [])
     sig = []
     for n in interior:
         base = n.inputs[0] if n.inputs else None
@@ -258,6 +277,9 @@ def _iteration_of(value: Node, dst: Node, region, index, uses) -> _Iteration | N
                 if not carry:
                     return None  # the array updated, read whole: not a window of one iteration
                 args.append(("carry",))
+            elif _scalar_const(i):
+                args.append(("const", len(it.consts), i.aval))  # (its value: _params)
+                it.consts.append(i)
             else:
                 if i.op != "const":
                     it.leaves.setdefault(id(i), i)
@@ -298,24 +320,49 @@ def _rolled(run: list[Node], its: list[_Iteration], index: dict, compile_templat
     for leaf in leaves:
         mapping[id(leaf)] = Node.make("input", (), leaf.aval, index=len(inputs))
         inputs.append(mapping[id(leaf)])
+    # scalar constants that differ between iterations (x[i] * i) are inputs too, their values a table
+    varying = [p for p, c in enumerate(first.consts) if any(it.consts[p] is not c for it in its)]
+    values = np.array([[it.consts[p].kw["value"].value for p in varying] for it in its], dtype=np.float64)
+    if any(np.dtype(first.consts[p].aval.dtype).kind in "iu" for p in varying) and np.abs(values).max() > 2.0 ** 53:
+        return None  # (an integer float64 cannot hold exactly)
+    params = {}
+    for p in varying:
+        params[p] = Node.make("input", (), first.consts[p].aval, index=len(inputs))
+        inputs.append(params[p])
+    position = 0
     for n in first.interior:
-        if id(n) not in mapping:
-            mapping[id(n)] = n.replace(mapping.get(id(i), i) for i in n.inputs)
+        if id(n) in mapping:  # (a window)
+            continue
+        ins = []
+        for i in n.inputs:
+            if _scalar_const(i):
+                i = params.get(position, i)
+                position += 1
+            ins.append(mapping.get(id(i), i))
+        mapping[id(n)] = n.replace(ins)
     value = run[0] if carry else run[0].inputs[1]
     template = Graph(inputs, [mapping[id(value)]])
     table = Table(np.array([it.offsets for it in its], dtype=np.int64).reshape(len(its), -1))
+    consts = Table(values.reshape(len(its), len(varying)), np.float64)
+    avals = tuple(first.consts[p].aval for p in varying)
     if carry:
         region, independent = None, False
     else:
         region = (tuple(value.aval.shape), tuple(s for _, _, s in run[0].kw["slices"]))
         independent = all(w[0] >= 0 for w in windows) and _disjoint(table.rows, region, dst.aval.shape)
-    spec = Rolled(template, tuple(windows), region, independent, carry=carry)
+    spec = Rolled(template, tuple(windows), region, independent, carry=carry, params=avals)
     if compile_template is not None:
         runner = compile_template(spec, leaves, len(run))
         if runner is None:
             return None
-        spec = Rolled(template, tuple(windows), region, independent, runner, carry)
-    return Node.make("rolled", (dst, *leaves), dst.aval, spec=spec, table=table)
+        spec = Rolled(template, tuple(windows), region, independent, runner, carry, avals)
+    return Node.make("rolled", (dst, *leaves), dst.aval, spec=spec, table=table, consts=consts)
+
+
+def _scalar_const(node: Node) -> bool:
+    """A constant an iteration's value may take from a table: a real scalar."""
+    return (node.op == "const" and not isinstance(node.aval, tuple) and node.aval.ndim == 0
+            and np.dtype(node.aval.dtype).kind in "biuf")
 
 
 # How far along a chain of single users a carried value's next one may be

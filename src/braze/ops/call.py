@@ -128,18 +128,18 @@ declare("pick", "call", abstract=_pick_abstract, impl=_pick_impl)
 declare("host_call", "call", abstract=_host_call_abstract, impl=_host_call_impl)
 
 
-def _rolled_abstract(dst, *leaves, spec, table):
+def _rolled_abstract(dst, *leaves, spec, table, consts=None):
     return dst
 
 
-def _rolled_impl(dst, *leaves, spec, table):
-    return spec.run(np.array(dst, copy=True), leaves, table)
+def _rolled_impl(dst, *leaves, spec, table, consts=None):
+    return spec.run(np.array(dst, copy=True), leaves, table, consts)
 
 
-def _rolled_inplace(dst, *leaves, spec, table):
+def _rolled_inplace(dst, *leaves, spec, table, consts=None):
     leaves = tuple(np.array(leaf) if isinstance(leaf, np.ndarray) and np.may_share_memory(dst, leaf) else leaf
                    for leaf in leaves)  # (a leaf sharing memory with dst reads it as it was)
-    return spec.run(dst, leaves, table)
+    return spec.run(dst, leaves, table, consts)
 
 
 # A loop's iterations re-rolled (``braze.reroll``): ``spec`` runs them over ``table``.

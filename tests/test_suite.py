@@ -11,7 +11,7 @@ import pytest
 import braze
 from braze.suite import numba_loops
 from braze.suite.programs import PROGRAMS
-from braze.suite.run import check, markdown
+from braze.suite.run import check, markdown, merge
 
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
@@ -88,3 +88,14 @@ def test_markdown_reports_a_skipped_peer():
                                       "torch": {"all": {"skipped": "Unsupported: x"}}}}}
     text = markdown(report, "cmd")
     assert "| eos_unesco | braze | 1.00 | 2.00x |" in text and "skipped: Unsupported: x" in text
+
+
+def test_rounds_keep_each_programs_best_median_and_the_first_call_of_the_first():
+    report = {"rows": {}, "triad_gbps": {}}
+    merge(report, "braze", "all", {"triad_gbps": 40.0, "rows": {"a": {"median_s": 3.0, "first_s": 0.5},
+                                                                "b": {"skipped": "x"}}})
+    merge(report, "braze", "all", {"triad_gbps": 45.0, "rows": {"a": {"median_s": 2.0, "first_s": 0.01},
+                                                                "b": {"median_s": 1.0, "first_s": 0.2}}})
+    merge(report, "braze", "all", {"triad_gbps": 42.0, "rows": {"a": {"median_s": 2.5, "first_s": 0.02}}})
+    assert report["rows"]["a"]["braze"]["all"] == {"median_s": 2.0, "first_s": 0.5}
+    assert report["rows"]["b"]["braze"]["all"]["median_s"] == 1.0 and report["triad_gbps"]["all"] == 45.0

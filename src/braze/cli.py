@@ -189,6 +189,9 @@ def main(argv=None) -> int:
     p.add_argument("--suite", choices=["workloads", "programs"], default="workloads",
                    help="workloads: single kernels (default); programs: whole programs (bench/PROGRAMS.md)")
     p.add_argument("--programs", help="--suite programs: comma-separated subset of the programs")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="--suite programs: run every implementation this many times, round-robin, and keep "
+                        "each program's best median (a noisy host's drift between minutes)")
     p.add_argument("--peers", help="comma-separated subset of numexpr,numba,jax,torch (default: all installed); "
                                    "--suite programs: of numba,torch,jax")
     p.add_argument("--json", metavar="FILE")

@@ -188,6 +188,12 @@ def _column_reduction(node: Node) -> bool:
     return tail > SHORT_TAIL
 
 
+def _flat_compress(node: Node) -> bool:
+    """A selection by a mask of the array's own shape (a count-then-fill
+    kernel); one of rows by a mask of leading axes is an extern."""
+    return node.op == "compress" and node.inputs[1].aval.shape == node.inputs[0].aval.shape
+
+
 def _computable(node: Node) -> bool:
     if _column_reduction(node):
         return False
@@ -397,7 +403,7 @@ def fuse(graph: Graph, compact: bool = False) -> Program:
     # queue: a candidate turned down is looked at again only when something
     # that could change the answer joins (one of its readers, or a new domain).
     for node in reversed(nodes):
-        leads = compact and node.op == "compress"
+        leads = compact and _flat_compress(node)
         if id(node) in group_of or not (_computable(node) or leads) or node.op in LAYOUT_OPS:
             continue  # layout ops never lead a kernel: alone they are views
         group = _Group(node)
@@ -408,7 +414,7 @@ def fuse(graph: Graph, compact: bool = False) -> Program:
         groups.append(group)
         if leads:  # the other selections by the same mask share its count and its pass
             for c in consumers[id(node.inputs[1])]:
-                if (c.op == "compress" and id(c) not in group_of and c.inputs[0].aval.shape == group.domain
+                if (_flat_compress(c) and id(c) not in group_of and c.inputs[0].aval.shape == group.domain
                         and not _downstream(c, group, pos) and not _feeds([c], group, group_of, pos)):
                     absorb(group, c, "compact")
         queue = [i for m in group.nodes for i in m.inputs]  # a stack: a producer's own producers first, so a
@@ -620,7 +626,10 @@ def _merge_consumers(groups: list[_Group], group_of: dict, pos: dict) -> list[_G
     elementwise group over the same domain computes joins it, when nothing
     between them needs the producer finished first (Black-Scholes' put reads the
     CDFs the call's kernel computes: one pass over memory, not two, and the
-    CDFs are never written out)."""
+    CDFs are never written out). So does a row kernel reading what another row
+    kernel over the same rows computes (``d.min(1)`` and ``d.argmin(1)`` of a
+    computed ``d``: the sweep gives ``d``'s ops to one of them, and the other
+    read it back from memory); code generation orders the passes."""
     merged_into: dict[int, _Group] = {}
 
     def find(g: _Group) -> _Group:
@@ -631,14 +640,20 @@ def _merge_consumers(groups: list[_Group], group_of: dict, pos: dict) -> list[_G
     def plain(g: _Group) -> bool:
         return g.axes is None and g.mask is None
 
+    def rows(g: _Group) -> bool:
+        return g.axes is not None and g.mask is None and _is_trailing(g.axes, len(g.domain))
+
+    def alike(a: _Group, b: _Group) -> bool:
+        return (plain(a) and plain(b)) or (rows(a) and rows(b) and tuple(a.axes) == tuple(b.axes))
+
     for b in sorted(groups, key=lambda g: g.lowest):
-        if id(b) in merged_into or not plain(b):
+        if id(b) in merged_into or not (plain(b) or rows(b)):
             continue
         inputs = {id(i): i for n in b.nodes for i in n.inputs if id(i) not in b.members}
         for v in sorted(b.reads, key=lambda v: -pos[v]):
             a = group_of.get(v)
             a = find(a) if a is not None else None
-            if (a is None or a is b or not plain(a) or a.domain != b.domain or a.ops + b.ops > MAX_KERNEL_OPS
+            if (a is None or a is b or not alike(a, b) or a.domain != b.domain or a.ops + b.ops > MAX_KERNEL_OPS
                     or len((a.reads | b.reads) - a.members - b.members) > MAX_KERNEL_READS):
                 continue
             others = [i for vid, i in inputs.items() if vid not in a.members]
@@ -685,8 +700,8 @@ def _can_merge(a: _Group, b: _Group, group_of: dict, pos: dict) -> bool:
         return False
     if a.axes is not None and b.axes is not None and tuple(a.axes) != tuple(b.axes):
         return False
-    if (a.axes or b.axes) and not _is_trailing(a.axes or b.axes, len(a.domain)):
-        return False
+    if (a.axes or b.axes) and not _is_trailing(a.axes or b.axes, len(a.domain)) and (a.axes is None or b.axes is None):
+        return False  # (transposed loops merge with transposed loops over the same axes: masked sums of one X)
     return not _depends(a, b, group_of, pos) and not _depends(b, a, group_of, pos)
 
 
@@ -778,12 +793,13 @@ def _is_source(node: Node) -> bool:
     return node.op in SOURCE_OPS or (node.op in LAYOUT_OPS and node.inputs[0].op in SOURCE_OPS)
 
 
-def _remat_cone(leaf: Node, loop: Loop, logical: tuple) -> list[Node] | None:
+def _remat_cone(leaf: Node, loop: Loop, logical: tuple, stored: set[int]) -> list[Node] | None:
     """The cheap elementwise ops computing ``leaf`` over the loop's domain
     (``leaf`` last, every op after its inputs) from constants, program inputs,
-    views of them and values ``loop`` already reads; None when there is no
-    such chain of at most REMAT_CHAIN ops. An explicit stack: no recursion."""
-    reads = {id(n) for n in loop.leaves if n is not leaf}
+    views of them, values ``loop`` already reads and other values a step
+    stores (``stored``); None when there is no such chain of at most
+    REMAT_CHAIN ops. An explicit stack: no recursion."""
+    reads = {id(n) for n in loop.leaves if n is not leaf} | (stored - {id(leaf)})
     members = {id(n) for n in loop.members}
     cone, seen, stack = [], set(), [(leaf, False)]
     while stack:
@@ -818,6 +834,9 @@ def _rematerialize(steps: list, graph_outputs: set[int]) -> None:
     for s in steps:
         for i in (s.leaves if isinstance(s, Loop) else s.reads if isinstance(s, View) else s.node.inputs):
             readers[id(i)] += 1
+    # values some step stores that are not cheap to recompute: a recomputed value may read them
+    stored = ({id(o) for s in loops for o in s.outputs if o.op not in CHEAP_OPS}
+              | {id(s.node) for s in steps if not isinstance(s, Loop)})
     for loop in loops:
         if loop.compact:
             continue
@@ -826,7 +845,7 @@ def _rematerialize(steps: list, graph_outputs: set[int]) -> None:
         cands = []
         for leaf in loop.leaves:
             if id(leaf) in owner and owner[id(leaf)] is not loop and leaf.op in CHEAP_OPS:
-                cone = _remat_cone(leaf, loop, logical)
+                cone = _remat_cone(leaf, loop, logical, stored)
                 if cone is not None:
                     cands.append((leaf, cone))
         # (a cone reading another candidate would need that one computed first)
@@ -863,3 +882,4 @@ def _rematerialize(steps: list, graph_outputs: set[int]) -> None:
             loop.space[id(n)] = "full"
     for loop in loops:
         loop.outputs = [o for o in loop.outputs if id(o) in graph_outputs or readers[id(o)] > 0]
+    steps[:] = [s for s in steps if not (isinstance(s, Loop) and not s.outputs)]  # (all recomputed where read)

@@ -193,10 +193,12 @@ def getitem(x, key):
                        if getattr(t, "_can_break", None) is not None and t._can_break()), None)
         k0 = key[0] if isinstance(key, tuple) and len(key) == 1 else key
         if (tracer is not None and not (isinstance(key, tuple) and len(key) != 1) and _is_traced(k0)
-                and np.dtype(k0.dtype) == np.bool_ and tuple(k0.shape) == shape and shape):
+                and np.dtype(k0.dtype) == np.bool_ and 1 <= len(k0.shape) <= len(shape)
+                and tuple(k0.shape) == shape[:len(k0.shape)]):
             # the whole array selected by a mask of its shape: one op whose length is
             # the data's (guarded), a count-then-fill kernel fused with the mask's and
-            # the values' producers on cpu
+            # the values' producers on cpu; or its rows by a mask of its leading axes
+            # (X[labels == k]), whose sums fusion takes without gathering the rows
             return tracer._ctx.select(x, k0)
         if tracer is not None:
             # a graph break: NumPy finds the mask's nonzero positions (their number is

@@ -121,6 +121,19 @@ def scalarize_small_vectors(graph: Graph) -> Graph:
     return rewrite(graph, visit)
 
 
+def _reshape_under(x: Node, shape: tuple, budget: int) -> Node:
+    """``x`` reshaped (to a shape of the same elements), pushed under up to
+    ``budget`` cheap elementwise ops: ``(labels == k)`` as a column is
+    ``labels[:, None] == k``, whose one reshaped operand all the columns share
+    (fusion then compares inside the kernel reading them, and reads ``labels``
+    once). The same ops on the same elements."""
+    if budget <= 0 or x.op not in SINK_OPS or not all(i.aval.ndim == 0 or i.aval.shape == x.aval.shape
+                                                       for i in x.inputs):
+        return _reshape(x, shape)
+    ins = [i if i.aval.ndim == 0 else _reshape_under(i, shape, budget - 1) for i in x.inputs]
+    return Node.make(x.op, ins, Aval(shape, x.aval.dtype, x.aval.weak), **x.kw)
+
+
 def _reshape(x: Node, shape: tuple) -> Node:
     if x.aval.shape == shape:
         return x
@@ -273,10 +286,116 @@ def sink_slices(graph: Graph) -> Graph:
     return rewrite(graph, visit)
 
 
+def masked_sums(graph: Graph) -> Graph:
+    """The sum of the rows a mask selects (``X[labels == k].sum(0)``, and so
+    ``.mean(0)``) is a sum of ``where(mask, X, 0)`` over the mask's axes: no
+    rows gathered (the selection's guard is its count, ``check_count``), and
+    fusion sums several selections by masks of one array in one pass over it.
+    The same values, added in another order (as a reduction may be); the sum
+    of none is 0 either way."""
+
+    def visit(node: Node) -> Node:
+        if node.op != "reduce_sum" or node.inputs[0].op != "compress":
+            return node
+        x, mask = node.inputs[0].inputs
+        if mask.aval.ndim >= x.aval.ndim or tuple(node.kw["axes"]) != (0,):
+            return node
+        rest = tuple(x.aval.shape[mask.aval.ndim:])
+        bmask = _reshape_under(mask, tuple(mask.aval.shape) + (1,) * len(rest), SINK_BUDGET)
+        zero = Node.make("const", (), Aval((), x.aval.dtype, False), value=Literal(np.dtype(x.aval.dtype).type(0)))
+        picked = Node.make("where", (bmask, x, zero), Aval(x.aval.shape, x.aval.dtype, False))
+        axes = tuple(range(mask.aval.ndim))
+        shape = tuple(1 for _ in axes) + rest if node.kw.get("keepdims") else rest
+        total = Node.make("reduce_sum", (picked,), Aval(shape, node.aval.dtype, False), **{**node.kw, "axes": axes})
+        return _reshape(total, node.aval.shape)
+
+    return rewrite(graph, visit)
+
+
+# A sum over one axis of at most this many elements whose result another
+# reduction reads is written out as additions (see unroll_short_sums).
+SHORT_SUM = 4
+_REDUCE_ANY = frozenset(op for op, kind in KIND.items() if kind == "reduce")
+
+
+def unroll_short_sums(graph: Graph) -> Graph:
+    """``d = ((X[:, None, :] - C[None, :, :]) ** 2).sum(-1); d.argmin(1)``: a sum
+    over one short axis (at most SHORT_SUM elements: the x, y, z of points)
+    read by another reduction is its additions written out, ``0 + x0 + x1 +
+    x2 + x3`` in the result's dtype (NumPy's own order: below 8 elements its
+    pairwise sum is a plain loop from 0, so bitwise NumPy's), each ``xj``
+    taken through the elementwise ops that make ``x`` (one op per element, as
+    before). Fusion then computes ``d`` inside the kernel of the reduction that
+    reads it, which never writes it out (k-means' distances and argmin: one
+    kernel instead of a (n, 8, 4) reduction writing (n, 8) and a second pass)."""
+    feeds = {id(i) for n in graph.nodes if n.op in _REDUCE_ANY for i in n.inputs}
+    mapping: dict[int, Node] = {}
+    for node in graph.nodes:
+        new = node.replace(mapping[id(i)] for i in node.inputs)
+        if id(node) in feeds and new.op == "reduce_sum":
+            new = _unrolled_sum(new) or new
+        mapping[id(node)] = new
+    outputs = [mapping[id(o)] for o in graph.outputs]
+    inputs = [mapping.get(id(n), n) for n in graph.inputs]
+    return Graph(inputs, outputs, graph.captures, graph.input_names, graph.notes)
+
+
+def _unrolled_sum(node: Node) -> Node | None:
+    (x,) = node.inputs
+    axes = node.kw["axes"]
+    if len(axes) != 1 or x.aval.ndim < 2 or isinstance(node.aval, tuple):
+        return None
+    a = axes[0] % x.aval.ndim
+    n = x.aval.shape[a]
+    out = np.dtype(node.aval.dtype)
+    if not 1 <= n <= SHORT_SUM or out.kind not in "biuf" or np.dtype(x.aval.dtype).kind not in "biuf":
+        return None
+    shape = tuple(d for i, d in enumerate(x.aval.shape) if i != a)
+    memo: dict[tuple, Node] = {}
+    budget = [SINK_BUDGET * n]
+
+    def take(m: Node, j: int) -> Node:
+        """Element ``j`` of ``m`` along axis ``a`` (``m`` of x's rank or a scalar)."""
+        if m.aval.ndim == 0:
+            return m
+        key = (id(m), j)
+        if key in memo:
+            return memo[key]
+        mshape = tuple(d for i, d in enumerate(m.aval.shape) if i != a)
+        if m.aval.shape[a] == 1:
+            new = _reshape(m, mshape)
+        elif (KIND.get(m.op) == "elementwise" and budget[0] > 0 and not isinstance(m.aval, tuple)
+              and all(i.aval.ndim in (0, m.aval.ndim) for i in m.inputs)):
+            budget[0] -= 1
+            new = Node.make(m.op, [take(i, j) for i in m.inputs], Aval(mshape, m.aval.dtype, m.aval.weak), **m.kw)
+        else:
+            slices = tuple((j, j + 1, 1) if i == a else (0, d, 1) for i, d in enumerate(m.aval.shape))
+            one = tuple(1 if i == a else d for i, d in enumerate(m.aval.shape))
+            new = _reshape(Node.make("slice", (m,), Aval(one, m.aval.dtype, m.aval.weak), slices=slices), mshape)
+        memo[key] = new
+        return new
+
+    pieces = [take(x, j) for j in range(n)]
+    typed = Aval(shape, out, False)
+
+    def cast(p: Node) -> Node:
+        return p if np.dtype(p.aval.dtype) == out else Node.make("convert", (p,), typed, dtype=out)
+
+    total = cast(pieces[0])
+    if out.kind == "f":  # (from 0, as NumPy: a sum of -0.0s is 0.0)
+        zero = Node.make("const", (), Aval((), out, False), value=Literal(out.type(0)))
+        total = Node.make("add", (zero, total), typed)
+    for p in pieces[1:]:
+        total = Node.make("add", (total, cast(p)), typed)
+    return _reshape(total, node.aval.shape)
+
+
 PASSES: list[tuple[str, Callable[[Graph], Graph]]] = [
     ("fold_constants", fold_constants),
     ("scalarize_small_vectors", scalarize_small_vectors),
     ("drop_identities", drop_identities),
+    ("masked_sums", masked_sums),
+    ("unroll_short_sums", unroll_short_sums),
     ("sink_slices", sink_slices),
     ("simplify_bodies", simplify_bodies),
     ("dce", dce),

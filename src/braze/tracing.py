@@ -314,7 +314,7 @@ class GraphContext:
         node with the length this call selects. It stays in the program as a
         guard (the length may have been read into Python), and a call selecting
         another number of elements traces again."""
-        from .ops.index import compress
+        from .ops.index import check_count, compress
 
         node = self.lift(mask)
         length = int(np.count_nonzero(self.value(node)))
@@ -323,6 +323,12 @@ class GraphContext:
         traced = out
         while not isinstance(traced, Tracer):  # watched by a gradient tape: the value it records
             traced = traced._value_
+        if node.aval.ndim < traced._node.inputs[0].aval.ndim:
+            # rows: the guard is the count alone, so a selection only reduced
+            # (X[labels == k].mean(0): passes.masked_sums) never gathers its rows
+            traced = check_count(mask, length=length)
+            while not isinstance(traced, Tracer):
+                traced = traced._value_
         if any(g is traced._node for g, _, _ in self.guards[-8:]):
             return out  # the same selection again (one node): guarded once
         self.guards.append((traced._node, None, f"x[mask]{loc}"))

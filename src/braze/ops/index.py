@@ -268,29 +268,39 @@ def _diagonal_strides(strides, avals, params, aval):
 # ---- boolean-mask selection: a result whose length depends on the data
 
 def compress(x, mask, *, length):
-    """``x[mask]`` for a boolean ``mask`` of ``x``'s shape: the selected elements
-    in C order. Tracing saw ``length`` of them; a call selecting another number
+    """``x[mask]`` for a boolean ``mask`` of ``x``'s shape, or of its leading
+    axes (rows, ``X[labels == k]``): the selected elements (or rows) in C
+    order. Tracing saw ``length`` of them; a call selecting another number
     raises GuardFailed (the program is traced again for it)."""
     return bind("compress", x, mask, length=int(length))
 
 
 def expand(v, mask):
-    """Zeros of ``mask``'s shape with ``v`` at its true positions (C order):
-    the transpose of ``compress``."""
+    """Zeros of ``mask``'s shape (and ``v``'s trailing axes) with ``v`` at its
+    true positions (C order): the transpose of ``compress``."""
     return bind("expand", v, mask)
 
 
+def check_count(mask, *, length):
+    """The number of true values of ``mask``, raising GuardFailed unless it is
+    ``length`` (the guard of a row selection whose rows fusion never gathers)."""
+    return bind("check_count", mask, length=int(length))
+
+
 def _compress_abstract(x: Aval, mask: Aval, *, length):
-    if mask.dtype != np.bool_ or tuple(mask.shape) != tuple(x.shape):
-        raise ShapeError(f"compress: the mask must be bool of the array's shape, got {mask} for {x}{where()}")
-    return Aval((length,), x.dtype)
+    if mask.dtype != np.bool_ or not 1 <= mask.ndim <= x.ndim or tuple(mask.shape) != tuple(x.shape[:mask.ndim]):
+        raise ShapeError(f"compress: the mask must be bool of the array's shape or of its leading axes, got "
+                         f"{mask} for {x}{where()}")
+    return Aval((length,) + tuple(x.shape[mask.ndim:]), x.dtype)
 
 
 def _compress_impl(x, mask, *, length):
+    mask = np.asarray(mask)
     picked = np.flatnonzero(mask)  # (NumPy's x[mask] is 4x slower than finding the positions first)
     if len(picked) != length:
         raise GuardFailed(f"a boolean mask selected {len(picked)} elements; traced with {length}")
-    return np.take(np.asarray(x).reshape(-1), picked)
+    x = np.asarray(x)
+    return np.take(x.reshape((-1,) + x.shape[mask.ndim:]), picked, axis=0)
 
 
 def _compress_vjp(ct, x, mask, *, out, length):
@@ -298,19 +308,30 @@ def _compress_vjp(ct, x, mask, *, out, length):
 
 
 def _expand_abstract(v: Aval, mask: Aval):
-    if mask.dtype != np.bool_ or v.ndim != 1:
-        raise ShapeError(f"expand: takes a 1-d value and a bool mask, got {v} and {mask}{where()}")
-    return Aval(mask.shape, v.dtype)
+    if mask.dtype != np.bool_ or v.ndim < 1 or mask.ndim < 1:
+        raise ShapeError(f"expand: takes a value of rows and a bool mask, got {v} and {mask}{where()}")
+    return Aval(tuple(mask.shape) + tuple(v.shape[1:]), v.dtype)
 
 
 def _expand_impl(v, mask):
-    mask = np.asarray(mask)
+    mask, v = np.asarray(mask), np.asarray(v)
     n = int(np.count_nonzero(mask))
     if n != len(v):  # (a cotangent that needs no forward value can run before the compress's guard)
         raise GuardFailed(f"a boolean mask selected {n} elements; traced with {len(v)}")
-    out = np.zeros(mask.shape, np.asarray(v).dtype)
+    out = np.zeros(mask.shape + v.shape[1:], v.dtype)
     out[mask] = v
     return out
+
+
+def _check_count_abstract(mask: Aval, *, length):
+    return Aval((), np.dtype(np.int64))
+
+
+def _check_count_impl(mask, *, length):
+    n = int(np.count_nonzero(mask))
+    if n != length:
+        raise GuardFailed(f"a boolean mask selected {n} rows; traced with {length}")
+    return np.int64(n)
 
 
 def _expand_vjp(ct, v, mask, *, out):
@@ -319,6 +340,8 @@ def _expand_vjp(ct, v, mask, *, out):
 
 declare("compress", "index", abstract=_compress_abstract, impl=_compress_impl, vjp=_compress_vjp)
 declare("expand", "index", abstract=_expand_abstract, impl=_expand_impl, vjp=_expand_vjp)
+declare("check_count", "index", abstract=_check_count_abstract, impl=_check_count_impl,
+        vjp=lambda ct, mask, *, out, length: (None,))
 declare("gather", "index", abstract=_gather_abstract, impl=_gather_impl, vjp=_gather_vjp)
 declare("scatter", "index", abstract=_scatter_abstract, impl=_scatter_impl, vjp=_scatter_vjp,
         inplace=_scatter_inplace, strides=lambda strides, avals, params, aval: strides[0])

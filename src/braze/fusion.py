@@ -578,6 +578,20 @@ def _evict_dangling_layouts(group: _Group, group_of: dict, spaces: dict) -> None
                 changed = True
 
 
+# Two kernels that are the same kernel (a loop's iterations: GPT-2's heads) merge
+# only through a value they share of at least this many bytes: reading a small
+# one again (the 64-128 KiB causal mask, once per head) costs less than a bigger
+# kernel costs numba to compile (four heads' softmaxes in one kernel took
+# 0.8-1.0 s; one head's, compiled once for all four, 0.25-0.3 s).
+SIBLING_MIN_BYTES = 1 << 18
+
+
+def _signature(g: _Group) -> tuple:
+    """What a group computes, up to which values it reads: equal for the kernels
+    of alike loop iterations."""
+    return tuple((n.op, n.params, n.aval) for n in g.nodes)
+
+
 def _merge_siblings(groups: list[_Group], group_of: dict, pos: dict) -> list[_Group]:
     """Horizontal fusion: groups over the same domain and axes that read a common
     value and do not depend on each other become one kernel (one pass over memory).
@@ -592,18 +606,26 @@ def _merge_siblings(groups: list[_Group], group_of: dict, pos: dict) -> list[_Gr
         return g
 
     readers: dict[int, list[_Group]] = defaultdict(list)
+    size: dict[int, int] = {}
     for g in groups:
+        for n in g.nodes:
+            for i in n.inputs:
+                if id(i) in g.reads:
+                    size[id(i)] = _bytes(i)
         for value in g.reads:
             readers[value].append(g)
     for value, gs in readers.items():
         if len(gs) < 2:
             continue
+        small = size.get(value, 0) < SIBLING_MIN_BYTES
         heads: list[_Group] = []
         for g in gs:
             g = find(g)
             if any(g is h for h in heads):
                 continue
             for h in heads[-MERGE_PARTNERS:]:
+                if small and _signature(h) == _signature(g):
+                    continue  # (the same kernel twice: compiled once, each call reads the small value again)
                 if _can_merge(h, g, group_of, pos):
                     h.axes = h.axes if h.axes is not None else g.axes
                     for n in g.nodes:
@@ -646,6 +668,10 @@ def _merge_consumers(groups: list[_Group], group_of: dict, pos: dict) -> list[_G
     def alike(a: _Group, b: _Group) -> bool:
         return (plain(a) and plain(b)) or (rows(a) and rows(b) and tuple(a.axes) == tuple(b.axes))
 
+    twins: dict[tuple, int] = defaultdict(int)
+    for g in groups:
+        if rows(g):
+            twins[_signature(g)] += 1
     for b in sorted(groups, key=lambda g: g.lowest):
         if id(b) in merged_into or not (plain(b) or rows(b)):
             continue
@@ -656,6 +682,9 @@ def _merge_consumers(groups: list[_Group], group_of: dict, pos: dict) -> list[_G
             if (a is None or a is b or not alike(a, b) or a.domain != b.domain or a.ops + b.ops > MAX_KERNEL_OPS
                     or len((a.reads | b.reads) - a.members - b.members) > MAX_KERNEL_READS):
                 continue
+            if (rows(b) and twins[_signature(b)] > 1
+                    and sum(_bytes(i) for vid, i in inputs.items() if vid in a.members) < SIBLING_MIN_BYTES):
+                continue  # (a kernel that has twins stays one: compiled once, it reads the small value again)
             others = [i for vid, i in inputs.items() if vid not in a.members]
             if _reaches_group(others, a, group_of, pos):
                 continue  # b also reads a through another kernel: merging would make a cycle
@@ -787,6 +816,10 @@ REMAT_CHAIN = 4
 
 def _size(node: Node) -> int:
     return int(np.prod(node.aval.shape, dtype=np.int64))
+
+
+def _bytes(node: Node) -> int:
+    return 0 if isinstance(node.aval, tuple) else _size(node) * np.dtype(node.aval.dtype).itemsize
 
 
 def _is_source(node: Node) -> bool:

@@ -69,10 +69,6 @@ def _float_name(dtype) -> str:
 VECTOR_MATH = ("exp", "expm1", "log", "log1p", "tanh", "erf")
 
 
-_SAME_TYPE = frozenset({"add", "subtract", "multiply", "divide", "negative"})
-_COMPARISONS = frozenset({"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"})
-
-
 class CpuOps:
     """The cpu target's scalar code: the ops' own, with vectorizable math."""
 
@@ -91,16 +87,8 @@ class CpuOps:
         keys = tuple((dtype_name(a.dtype), a.weak) for a in in_avals)
         ins = loop_dtypes(op, keys)[: len(args)]
         t = _compute(ins[0])
-        # An operand already of its loop dtype needs no cast, nor does a float
-        # result of + - * / or a comparison's bool: numba computes those in the
-        # operands' type. Every cast is a call numba's type inference resolves,
-        # and they were most of a kernel's compile time.
-        operands = [a if dtype_name(av.dtype) == _compute(d).name else cast(a, _compute(d))
-                    for a, av, d in zip(args, in_avals, ins)]
-        expr = self.rule(op)(*operands, t)
-        if (op in _SAME_TYPE and t == out_dtype and t.kind == "f") or (op in _COMPARISONS and out_dtype == np.bool_):
-            return expr
-        return cast(expr, out_dtype)
+        operands = [cast(a, _compute(d)) for a, d in zip(args, ins)]
+        return cast(self.rule(op)(*operands, t), out_dtype)
 
     def mul(self, a: str, b: str, dtype) -> str:
         """A product (the code generator's expansions of ``x ** n`` use it)."""

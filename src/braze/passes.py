@@ -44,7 +44,8 @@ def fold_constants(graph: Graph) -> Graph:
 
 
 _IDENTITY_OPS = with_flag("identity")
-_REDUCTIONS = frozenset(op for op, kind in KIND.items() if kind == "reduce" and op not in ("argmax", "argmin"))
+_REDUCE_ANY = frozenset(op for op, kind in KIND.items() if kind == "reduce")
+_REDUCTIONS = _REDUCE_ANY - {"argmax", "argmin"}
 
 
 def drop_identities(graph: Graph) -> Graph:
@@ -315,7 +316,6 @@ def masked_sums(graph: Graph) -> Graph:
 # A sum over one axis of at most this many elements whose result another
 # reduction reads is written out as additions (see unroll_short_sums).
 SHORT_SUM = 4
-_REDUCE_ANY = frozenset(op for op, kind in KIND.items() if kind == "reduce")
 
 
 def unroll_short_sums(graph: Graph) -> Graph:

@@ -23,7 +23,7 @@ import os
 import numpy as np  # noqa: E402
 
 from braze.fusion import Loop, Program, View  # noqa: E402
-from braze.graph import Graph  # noqa: E402
+from braze.graph import Graph, collector_paused  # noqa: E402
 from braze.pipeline import fused, unfused  # noqa: E402
 
 import time  # noqa: E402
@@ -63,9 +63,10 @@ class CPUTarget(Target):
 def _lower_now(graph: Graph, donated=frozenset(), mutable=frozenset()) -> Executable:
     record: dict = {}
     t0 = time.perf_counter()
-    program = fused(graph, record, compact=True, roll=compile_template)
-    t1 = time.perf_counter()
-    executable = lower_program(program, donated, mutable)
+    with collector_paused():  # (also in the tiered target's background thread)
+        program = fused(graph, record, compact=True, roll=compile_template)
+        t1 = time.perf_counter()
+        executable = lower_program(program, donated, mutable)
     executable.times = {"fuse": t1 - t0, "codegen": time.perf_counter() - t1}
     executable.sites = _kernels_of_sites(program, record)
     return executable

@@ -350,3 +350,35 @@ def test_a_long_chain_fuses_into_capped_kernels_that_share_one_source():
 
     x = np.linspace(-2, 2, 8)
     np.testing.assert_allclose(braze.compile(chain, target="cpu")(x), chain(x), rtol=1e-13)  # tanh: braze's
+
+
+def test_the_cycle_collector_pauses_while_compiling_and_resumes_after():
+    """Compiling a big graph allocates millions of long-lived objects; the
+    cycle collector re-traversing them made passes superlinear, so it pauses
+    for a compile (in any thread, re-entrantly) and comes back as it was."""
+    import gc
+
+    from braze.graph import collector_paused
+
+    seen = []
+
+    def fn(x):
+        seen.append(gc.isenabled())
+        return np.tanh(x) + 1.0
+
+    assert gc.isenabled()
+    braze.compile(fn, target="cpu")(np.ones(3))
+    braze.compile(lambda x: fn(x).sum(), target="cpu").vjp(np.ones(4))  # the paired programs' trace
+    assert len(seen) == 2 and not any(seen) and gc.isenabled()
+    with collector_paused():
+        with collector_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()  # a user who turned it off keeps it off
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -9,6 +9,8 @@ Nothing compares graphs recursively; every walk uses an explicit stack.
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 import threading
 import weakref
 from typing import Any, Iterable
@@ -80,7 +82,10 @@ class Node:
 
     def replace(self, inputs) -> "Node":
         """This node with other inputs (itself when they are the same objects)."""
-        return Node(self.op, tuple(inputs), self.params, self.aval)
+        inputs = tuple(inputs)
+        if len(inputs) == len(self.inputs) and all(a is b for a, b in zip(inputs, self.inputs)):
+            return self  # (the commonest case in a pass: no table lookup)
+        return Node(self.op, inputs, self.params, self.aval)
 
     def __hash__(self):
         return self._hash
@@ -96,6 +101,34 @@ class Node:
 
     def __repr__(self):
         return f"Node({self.op}, {len(self.inputs)} inputs, {self.aval})"
+
+
+# Compiling allocates millions of small objects (nodes, avals, tuples) that live
+# as long as the graph; CPython's cycle collector re-traverses all of them each
+# time a generation fills, which made every pass over a 100,000-node graph
+# several times slower than the pass itself (toposort of a 30,000-node chain:
+# 18 ms without collections, 70-100 ms with). No cycle a compile creates must
+# be freed before it ends, so the collector pauses while any thread compiles.
+_gc_pause = {"depth": 0, "was_enabled": False}
+_gc_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def collector_paused():
+    """Pause CPython's cycle collector for a compile (re-entrant, any thread);
+    it resumes, if it was running, when the outermost compile ends."""
+    with _gc_lock:
+        if _gc_pause["depth"] == 0:
+            _gc_pause["was_enabled"] = gc.isenabled()
+            gc.disable()
+        _gc_pause["depth"] += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_pause["depth"] -= 1
+            if _gc_pause["depth"] == 0 and _gc_pause["was_enabled"]:
+                gc.enable()
 
 
 def toposort(outputs: Iterable[Node]) -> list[Node]:
@@ -126,7 +159,7 @@ class Graph:
     is held by reference and passed anew at every call.
     """
 
-    __slots__ = ("inputs", "outputs", "captures", "input_names", "notes", "_hash")
+    __slots__ = ("inputs", "outputs", "captures", "input_names", "notes", "_hash", "_order")
 
     def __init__(self, inputs, outputs, captures=(), input_names=None, notes=()):
         self.inputs = tuple(inputs)
@@ -135,10 +168,14 @@ class Graph:
         self.input_names = tuple(input_names or (f"in{i}" for i in range(len(self.inputs))))
         self.notes = tuple(notes)  # decisions made while tracing (gradients), shown by explain
         self._hash = hash((self.inputs, self.outputs))
+        self._order = None
 
     @property
     def nodes(self) -> list[Node]:
-        return toposort(self.outputs)
+        """Every node, each after its inputs (computed once: a graph never changes)."""
+        if self._order is None:
+            self._order = tuple(toposort(self.outputs))
+        return list(self._order)
 
     def __hash__(self):
         return self._hash

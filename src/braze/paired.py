@@ -23,7 +23,7 @@ from .autodiff import GradientError, GradientTape, Watched, differentiable, prim
 from .aval import Aval
 from .core import pop_context, push_context, with_flag
 from .errors import where
-from .graph import Graph, Node
+from .graph import Graph, Node, collector_paused
 from .log import logger
 from .passes import run_passes
 from .tracing import GraphContext
@@ -291,6 +291,11 @@ def _composite_names(graph: Graph) -> set:
 
 
 def build(fn, call: calling.Call, target, name: str) -> Pair:
+    with collector_paused():
+        return _build(fn, call, target, name)
+
+
+def _build(fn, call: calling.Call, target, name: str) -> Pair:
     joint, out_tree, n_out, ct_index, grad_leaves = trace_joint(fn, call, target.name)
     names = _composite_names(joint)
     split = partition(joint, len(call.avals), n_out)

@@ -30,7 +30,7 @@ from .errors import BrazeError, ConcretizationError, GuardFailed, TraceError, wh
 from .fusion import Program as Fused
 from .fusion import fuse
 from .fusion import unfused as one_step_per_op
-from .graph import Graph
+from .graph import Graph, collector_paused
 from .log import logger
 from .passes import inline_composites, run_passes
 from .reroll import reroll
@@ -105,15 +105,21 @@ def lower(program: Program, target) -> Program:
 
 def lower_graph(graph: Graph, target, out_tree=pytree.LEAF, n_out: int | None = None) -> Program:
     """A program for a graph already traced (passes, selection, lowering)."""
-    graph, stages = run_passes(graph)
-    n = len(graph.outputs) if n_out is None else n_out
-    return lower(Program((), graph, stages, None, out_tree, n, []), target)
+    with collector_paused():
+        graph, stages = run_passes(graph)
+        n = len(graph.outputs) if n_out is None else n_out
+        return lower(Program((), graph, stages, None, out_tree, n, []), target)
 
 
 def build(fn: Callable, call: calling.Call, target, name: str, strict: bool = False) -> tuple[Program, dict]:
     """Trace ``fn`` for ``call``, run the passes, select and lower; the
     program and the time each stage took (seconds). Tracing sees the call's
     values, so what it cannot trace becomes a graph break (unless ``strict``)."""
+    with collector_paused():
+        return _build(fn, call, target, name, strict)
+
+
+def _build(fn: Callable, call: calling.Call, target, name: str, strict: bool) -> tuple[Program, dict]:
     out_tree = []
 
     def flat_fn(*tracers):

@@ -57,7 +57,9 @@ class CPUTarget(Target):
         if any(step.node.op == "kernel" for step in steps.steps):
             return _lower_now(graph, donated, mutable)  # a kernel registered for cpu runs once a call, compiled
         first = _lower_numpy(steps, donated, mutable)  # NumPy, op by op, updates in place
-        return cpu_tiered.Tiered(first, lambda: _lower_now(graph, donated, mutable), donated | mutable)
+        # (a dry run never runs a host call: it would hand the user's code garbage)
+        dry = not any(step.node.op == "host_call" for step in steps.steps)
+        return cpu_tiered.Tiered(first, lambda: _lower_now(graph, donated, mutable), donated | mutable, dry)
 
 
 def _lower_now(graph: Graph, donated=frozenset(), mutable=frozenset()) -> Executable:

@@ -156,47 +156,49 @@ def load(source: str, name: str = "kernel"):
         return fn
     with _lock:
         fn = _loaded.get((key, name))
-        if fn is not None:
-            return fn
-        directory = cache_dir()
-        modname = f"braze_k_{key}"
-        if key in _modules:
-            fn = getattr(_modules[key], name)
-            _loaded[(key, name)] = fn
-            return fn
-        header = f"# braze kernel {key}\n"
-        text = header + source
-        try:
-            os.makedirs(directory, exist_ok=True)
-            path = os.path.join(directory, modname + ".py")
-            existing = None
-            if os.path.exists(path):
-                with open(path, encoding="utf-8", errors="replace") as f:
-                    existing = f.read()
-            if existing == text:
-                _stats.modules_reused += 1
-                logger.info("kernel %s: module found in the disk cache %s", key[:12], directory)
-            else:
-                if existing is not None:
-                    _warn_corrupt(path, "its text does not match its name")
-                    _clear_numba_cache(directory, modname)
-                _write_atomic(path, text)
-                _stats.modules_written += 1
-                logger.info("kernel %s: new module written to %s", key[:12], directory)
-            try:
-                module = _import(modname, path)
-            except Exception as exc:  # a corrupt numba cache or module: rebuild once
-                _warn_corrupt(path, f"importing it failed ({type(exc).__name__}: {exc})")
-                _clear_numba_cache(directory, modname)
-                _write_atomic(path, text)
-                module = _import(modname, path)
-        except OSError as exc:
-            module = _load_uncached(modname, text, exc)
-        _modules[key] = module
-        fn = getattr(module, name)
-        _loaded[(key, name)] = fn
-        _stats.kernels += 1
+        if fn is None:
+            fn = _loaded[(key, name)] = getattr(_module(source, key), name)
+            _stats.kernels += 1
         return fn
+
+
+def _module(source: str, key: str):
+    """``source``'s module, imported from the cache directory (written there first
+    if need be). Called under ``_lock``."""
+    if key in _modules:
+        return _modules[key]
+    directory = cache_dir()
+    modname = f"braze_k_{key}"
+    header = f"# braze kernel {key}\n"
+    text = header + source
+    try:
+        os.makedirs(directory, exist_ok=True)
+        path = os.path.join(directory, modname + ".py")
+        existing = None
+        if os.path.exists(path):
+            with open(path, encoding="utf-8", errors="replace") as f:
+                existing = f.read()
+        if existing == text:
+            _stats.modules_reused += 1
+            logger.info("kernel %s: module found in the disk cache %s", key[:12], directory)
+        else:
+            if existing is not None:
+                _warn_corrupt(path, "its text does not match its name")
+                _clear_numba_cache(directory, modname)
+            _write_atomic(path, text)
+            _stats.modules_written += 1
+            logger.info("kernel %s: new module written to %s", key[:12], directory)
+        try:
+            module = _import(modname, path)
+        except Exception as exc:  # a corrupt numba cache or module: rebuild once
+            _warn_corrupt(path, f"importing it failed ({type(exc).__name__}: {exc})")
+            _clear_numba_cache(directory, modname)
+            _write_atomic(path, text)
+            module = _import(modname, path)
+    except OSError as exc:
+        module = _load_uncached(modname, text, exc)
+    _modules[key] = module
+    return module
 
 
 def _from_numba_cache(exc: BaseException) -> bool:
@@ -275,6 +277,55 @@ def has_parallel(source: str) -> bool:
 
 def _marker(source: str) -> str:
     return os.path.join(cache_dir(), f"braze_k_{key_of(source)}.parallel")
+
+
+# A dry run (``dry_run``) notes each kernel a program's run would call, with
+# its argument types, instead of calling it: what to compile before the run.
+_dry = threading.local()
+
+
+def dry_run(run) -> list:
+    """``run()`` with every kernel call noted instead of made: the (source,
+    function name, numba signature) of each, in order. Kernels' outputs stay
+    unwritten, so what ``run`` computes is garbage; it stops at the first error
+    (a guard on garbage) with what it noted so far."""
+    _dry.jobs = jobs = []
+    try:
+        run()
+    except Exception:  # noqa: BLE001  (see the docstring)
+        pass
+    finally:
+        _dry.jobs = None
+    return jobs
+
+
+def noted(source: str, names: tuple, args) -> bool:
+    """In a dry run: note that ``args`` would compile each of ``names`` in
+    ``source``, and say so (the caller then skips the call)."""
+    jobs = getattr(_dry, "jobs", None)
+    if jobs is None:
+        return False
+    sig = tuple(numba.typeof(a) for a in args)
+    jobs.extend((source, name, sig) for name in names)
+    return True
+
+
+def compiled_before(source: str, name: str) -> bool:
+    """Whether numba's disk cache holds code for ``name`` in ``source``'s module
+    (for some signature: its index file exists)."""
+    pycache = os.path.join(cache_dir(), "__pycache__")
+    prefix = f"braze_k_{key_of(source)}.{name}-"
+    try:
+        return any(e.startswith(prefix) and e.endswith(".nbi") for e in os.listdir(pycache))
+    except OSError:
+        return False
+
+
+def module_path(source: str) -> tuple[str, str]:
+    """(path, module name) of ``source``'s module, written to the cache if need be."""
+    with _lock:
+        module = _module(source, key_of(source))  # (cheap: numba compiles lazily)
+    return module.__file__, module.__name__
 
 
 _background: list[threading.Thread] = []

@@ -9,6 +9,9 @@ fuses the graph, generates the kernels and the driver, and runs the compiled
 program once on that call's arguments, so numba compiles (or loads from its
 disk cache) every kernel for the argument types it will see. Calls made
 meanwhile keep running on NumPy; the first call after that runs compiled.
+Before that run, a dry run (kernels noted, not called) lists the kernels and
+argument types it will compile, and ``cpu_workers`` compiles them on every
+core at once (worker processes fill numba's disk cache; this one loads).
 
 The background run never writes into the caller's arrays: where the real
 program would (a donated argument, an argument the function updates in
@@ -35,7 +38,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import cpu_cache
+from . import cpu_cache, cpu_workers
 from .base import Executable
 
 
@@ -71,12 +74,14 @@ def enabled() -> bool:
 class Tiered:
     """An ``Executable`` running NumPy until the one ``build()`` returns has run once."""
 
-    def __init__(self, generic: Executable, build: Callable[[], Executable], written: frozenset = frozenset()):
+    def __init__(self, generic: Executable, build: Callable[[], Executable], written: frozenset = frozenset(),
+                 dry_run: bool = True):
         self.run = self._run
         self.times: dict = {}
         self._generic = generic.run
         self._build, self._written = build, written  # (inputs the program may write: copied for the warm-up)
         self._built: Executable | None = None
+        self._dry_run = dry_run     # (whether a dry run may find the kernels to compile on every core)
         self._fast = None           # the compiled run, once it is ready
         self._lock = threading.Lock()
         self._started = False
@@ -110,10 +115,16 @@ class Tiered:
             warnings.warn(f"braze: building the cpu kernels failed ({type(exc).__name__}: {exc}); "
                           "this program keeps running with NumPy", RuntimeWarning, stacklevel=2)
             return
-        inputs = [x.copy(order="K") if i in self._written and isinstance(x, np.ndarray) else x
-                  for i, x in enumerate(inputs)]
+
+        def copies():
+            return [x.copy(order="K") if i in self._written and isinstance(x, np.ndarray) else x
+                    for i, x in enumerate(inputs)]
+
+        if self._dry_run and cpu_workers.wanted():
+            dry = copies()  # (the kernels it will call, compiled on every core first)
+            cpu_workers.compile_many(cpu_cache.dry_run(lambda: built.run(dry)))
         try:
-            built.run(inputs)
+            built.run(copies())
         except Exception:  # noqa: BLE001  (see the module docstring)
             pass
         self._fast = built.run

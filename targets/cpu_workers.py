@@ -1,0 +1,195 @@
+"""Kernels compiled several at once, in worker processes.
+
+numba compiles one function at a time per process (its compiler holds a
+global lock, and most of the work holds the GIL), 0.1-0.5 s each here. A
+program of a dozen distinct kernels (a GPT-2 forward) waited seconds for
+them one after another while the other cores idled. So before a program's
+first compiled run, ``compile_many`` compiles the kernels it will call (the
+cpu target finds them, and their argument types, by a dry run) on every
+core: this thread compiles in-process while worker processes compile the
+rest into numba's disk cache, from which this process then loads them (a
+few milliseconds each). The disk cache is the only thing shared, and its
+writes are atomic, so a worker that dies or a job that fails only means that
+kernel compiles in-process on its first call, as it would without workers.
+
+Workers are plain ``python -c`` subprocesses speaking length-prefixed pickles
+over their pipes (not ``multiprocessing``, whose spawned children import the
+user's ``__main__`` and would rerun an unguarded script). They start on the
+first program that needs them, idle between programs, and exit with this
+process (their stdin closes). ``BRAZE_COMPILE_WORKERS=N`` sets how many
+(default: the usable cores less one, at most 7; 0 turns them off).
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import pickle
+import queue
+import struct
+import subprocess
+import sys
+import threading
+
+from . import cpu_cache
+
+_HEADER = struct.Struct("<Q")
+
+
+def wanted() -> int:
+    """How many worker processes to use (``BRAZE_COMPILE_WORKERS``, else the
+    usable cores less one, at most 7)."""
+    env = os.environ.get("BRAZE_COMPILE_WORKERS", "").strip()
+    if env:
+        try:
+            return max(0, int(env))
+        except ValueError:
+            return 0
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # (not on Linux)
+        cores = os.cpu_count() or 1
+    return max(0, min(cores - 1, 7))
+
+
+def _send(stream, obj) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_HEADER.pack(len(data)) + data)
+    stream.flush()
+
+
+def _receive(stream):
+    head = stream.read(_HEADER.size)
+    if len(head) < _HEADER.size:
+        raise EOFError("the compile worker closed its pipe")
+    (n,) = _HEADER.unpack(head)
+    data = stream.read(n)
+    if len(data) < n:
+        raise EOFError("the compile worker closed its pipe")
+    return pickle.loads(data)
+
+
+def serve() -> None:
+    """A worker's loop: (module path, module name, function, signature) in,
+    None or the error's text out, until its stdin closes."""
+    jobs_in, replies = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # (nothing a compile prints may reach the reply pipe)
+    while True:
+        try:
+            path, modname, name, sig = _receive(jobs_in)
+        except EOFError:
+            return
+        try:
+            module = sys.modules.get(modname) or cpu_cache._import(modname, path)
+            getattr(module, name).compile(sig)
+            reply = None
+        except Exception as exc:  # noqa: BLE001  (reported; the parent compiles it itself)
+            reply = f"{type(exc).__name__}: {exc}"
+        _send(replies, reply)
+
+
+class _Worker:
+    def __init__(self):
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))  # (braze as imported here)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", "from braze.targets.cpu_workers import serve; serve()"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def compile(self, job) -> str | None:
+        _send(self.proc.stdin, job)
+        return _receive(self.proc.stdout)
+
+    def stop(self) -> None:
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=5)
+        except Exception:  # noqa: BLE001
+            self.proc.kill()
+
+
+_pool: list[_Worker] = []
+_pool_lock = threading.Lock()
+
+
+def _workers(n: int) -> list[_Worker]:
+    """``n`` live workers, started now where the pool lacks them."""
+    with _pool_lock:
+        _pool[:] = [w for w in _pool if w.alive()]
+        while len(_pool) < n:
+            _pool.append(_Worker())
+        return list(_pool[:n])
+
+
+def shutdown() -> None:
+    """Stop the workers (they also stop by themselves when this process exits)."""
+    with _pool_lock:
+        for w in _pool:
+            w.stop()
+        _pool.clear()
+
+
+atexit.register(shutdown)
+
+
+STATS = {"in process": 0, "in workers": 0, "failed in workers": 0}
+
+
+def compile_many(jobs) -> None:
+    """Compile each (source, function name, numba signature) of ``jobs`` that
+    numba's disk cache lacks, this thread and the workers taking them in turn
+    from one queue; returns when all are done. A job a worker could not do is
+    left to the kernel's first call."""
+    todo, seen = [], set()
+    for source, name, sig in jobs:
+        if (source, name, sig) in seen or cpu_cache.compiled_before(source, name):
+            continue
+        seen.add((source, name, sig))
+        todo.append((source, name, sig))
+    n = min(wanted(), len(todo) - 1)
+    if n <= 0:
+        return  # (one kernel, or no workers: its first call compiles it)
+    work: queue.Queue = queue.Queue()
+    for job in todo:
+        work.put(job)
+
+    def feed(worker: _Worker) -> None:
+        while True:
+            try:
+                source, name, sig = work.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                path, modname = cpu_cache.module_path(source)
+                failed = worker.compile((path, modname, name, sig))
+            except Exception as exc:  # noqa: BLE001  (a dead worker: the rest go elsewhere)
+                failed = str(exc) or type(exc).__name__
+                STATS["failed in workers"] += 1
+                cpu_cache.logger.info("compile worker failed (%s); compiling in-process", failed)
+                _in_process(source, name, sig)
+                return
+            STATS["failed in workers" if failed else "in workers"] += 1
+            if failed:
+                cpu_cache.logger.info("compile worker: %s failed (%s)", name, failed)
+
+    threads = [threading.Thread(target=feed, args=(w,), name="braze-compile-feed", daemon=True)
+               for w in _workers(n)]
+    for t in threads:
+        t.start()
+    while True:  # this thread compiles too
+        try:
+            source, name, sig = work.get_nowait()
+        except queue.Empty:
+            break
+        _in_process(source, name, sig)
+    for t in threads:
+        t.join()
+
+
+def _in_process(source: str, name: str, sig) -> None:
+    try:
+        cpu_cache.load(source, name).compile(sig)
+        STATS["in process"] += 1
+    except Exception:  # noqa: BLE001  (its first call compiles it, and reports what fails)
+        pass

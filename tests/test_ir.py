@@ -382,3 +382,52 @@ def test_the_cycle_collector_pauses_while_compiling_and_resumes_after():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def _matmuls(f, *args):
+    return [line for line in f.lower(*args).graph.splitlines() if "= matmul" in line]
+
+
+def test_column_loop_matvecs_become_one_matrix_product():
+    """A covariance written as a loop over columns: 2n matrix-vector products of
+    columns with column windows of one matrix are one matmul (then slices)."""
+    def cov(data):
+        n, m = data.shape
+        data = data - data.mean(axis=0)
+        out = np.zeros((m, m))
+        for i in range(m):
+            out[i:m, i] = out[i, i:m] = data[:, i] @ data[:, i:m] / (n - 1.0)
+        return out
+
+    def gram_rows(a, b):  # rows of a with column windows of b, and with b
+        return np.concatenate([a[r] @ b[:, : 3 + r] for r in range(10)] + [a[r] @ b for r in range(10)])
+
+    data = np.random.default_rng(0).standard_normal((30, 12))
+    for target in ("cpu", "generic"):
+        f = braze.compile(cov, target=target)
+        np.testing.assert_allclose(f(data), cov(data), rtol=1e-13, atol=1e-15)
+        assert len(_matmuls(f, data)) == 1
+    a, b = np.random.default_rng(1).standard_normal((2, 10, 10))
+    f = braze.compile(gram_rows, target="cpu")
+    np.testing.assert_allclose(f(a, b), gram_rows(a, b), rtol=1e-13, atol=1e-14)
+    assert len(_matmuls(f, a, b)) == 1
+
+
+def test_few_or_wasteful_matvecs_stay_as_written():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((20, 400))
+
+    def few(x):  # fewer than BATCH_MATVECS
+        return [x[:, i] @ x[:, i:] for i in range(4)]
+
+    def sparse(x):  # one column each, far apart: the product would waste 50x
+        return [x[:, i] @ x[:, 50 * i:50 * i + 1] for i in range(8)]
+
+    def partial_rows(x):  # windows of some rows only: not entries of one product
+        return [x[:10, i] @ x[:10, i:i + 5] for i in range(10)]
+
+    for fn, n in ((few, 4), (sparse, 8), (partial_rows, 10)):
+        f = braze.compile(fn, target="cpu")
+        for got, want in zip(f(x), fn(x)):
+            np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13)
+        assert len(_matmuls(f, x)) == n, fn.__name__

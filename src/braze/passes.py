@@ -315,6 +315,103 @@ def masked_sums(graph: Graph) -> Graph:
     return rewrite(graph, visit)
 
 
+# At least this many vector-matrix products of the columns (or rows) of one
+# matrix with column windows of another become one matrix product, which may
+# compute at most BATCH_WASTE times the elements they need (see batch_matvecs).
+BATCH_MATVECS = 8
+BATCH_WASTE = 4
+
+
+def batch_matvecs(graph: Graph) -> Graph:
+    """``cov[i, i:m] = data[:, i] @ data[:, i:m]`` in a loop over columns (a
+    covariance, a Gram matrix, a correlation written as the papers do): many
+    vector-matrix products whose vectors are columns of one matrix ``P``
+    (``P[:, c]``; or rows, ``P[r]``) and whose matrices are column windows of
+    one matrix ``Q`` (``Q[:, j0:j1]``, or ``Q``) are entries of one matrix
+    product, ``P.T @ Q`` (``P @ Q``): BLAS computes it at once, at several
+    times a matrix-vector product's rate, and each product is a slice of it.
+    Each entry is the same sum of the same terms, in BLAS's order (as every
+    matmul's is). Only where there are at least BATCH_MATVECS of them, and
+    the product wastes at most BATCH_WASTE times the elements they need."""
+    groups: dict[tuple, list] = {}
+    for node in graph.nodes:
+        if node.op == "matmul":
+            found = _matvec(node)
+            if found is not None:
+                kind, P, Q, idx, j0, j1 = found
+                groups.setdefault((kind, id(P), id(Q)), []).append((node, P, Q, idx, j0, j1))
+    member: dict[int, tuple] = {}
+    for key, items in groups.items():
+        lo, hi = min(it[3] for it in items), max(it[3] for it in items) + 1
+        jl, jh = min(it[4] for it in items), max(it[5] for it in items)
+        if len(items) >= BATCH_MATVECS and (hi - lo) * (jh - jl) <= BATCH_WASTE * sum(it[5] - it[4] for it in items):
+            for node, P, Q, idx, j0, j1 in items:
+                member[id(node)] = (key, P, Q, (lo, hi, jl, jh), idx, j0, j1)
+    if not member:
+        return graph
+    mapping: dict[int, Node] = {}
+    products: dict[tuple, Node] = {}
+    for node in graph.nodes:
+        new = node.replace(mapping[id(i)] for i in node.inputs)
+        m = member.get(id(node))
+        if m is not None:
+            key, P, Q, (lo, hi, jl, jh), idx, j0, j1 = m
+            G = products.get(key)
+            if G is None:
+                G = products[key] = _product(key[0], mapping[id(P)], mapping[id(Q)], lo, hi, jl, jh, node.aval.dtype)
+            entry = Node.make("slice", (G,), Aval((1, j1 - j0), G.aval.dtype, False),
+                              slices=((idx - lo, idx - lo + 1, 1), (j0 - jl, j1 - jl, 1)))
+            new = _reshape(entry, node.aval.shape)
+        mapping[id(node)] = new
+    outputs = [mapping[id(o)] for o in graph.outputs]
+    inputs = [mapping.get(id(n), n) for n in graph.inputs]
+    return Graph(inputs, outputs, graph.captures, graph.input_names, graph.notes)
+
+
+def _matvec(node: Node):
+    """(kind, P, Q, vector's index in P, j0, j1) of ``P[:, c] @ Q[:, j0:j1]``
+    (kind "col") or ``P[r] @ Q[:, j0:j1]`` ("row"), else None."""
+    a, b = node.inputs
+    if a.op != "reshape" or a.aval.ndim != 1 or b.aval.ndim != 2 or a.inputs[0].op != "slice":
+        return None
+    sl = a.inputs[0]
+    P = sl.inputs[0]
+    if P.aval.ndim != 2 or P.aval.dtype != a.aval.dtype:
+        return None
+    (r0, r1, rs), (c0, c1, cs) = sl.kw["slices"]
+    rows, cols = P.aval.shape
+    if (r0, r1, rs) == (0, rows, 1) and c1 == c0 + 1:
+        kind, idx = "col", c0
+    elif (c0, c1, cs) == (0, cols, 1) and r1 == r0 + 1:
+        kind, idx = "row", r0
+    else:
+        return None
+    Q, j0, j1 = b, 0, b.aval.shape[1]
+    if b.op == "slice" and b.inputs[0].aval.ndim == 2:
+        (q0, q1, qs), (w0, w1, ws) = b.kw["slices"]
+        if (q0, q1, qs) == (0, b.inputs[0].aval.shape[0], 1) and ws == 1:
+            Q, j0, j1 = b.inputs[0], w0, w1
+    if Q.aval.dtype != b.aval.dtype or j1 <= j0:
+        return None
+    return kind, P, Q, idx, j0, j1
+
+
+def _product(kind: str, P: Node, Q: Node, lo: int, hi: int, jl: int, jh: int, dtype) -> Node:
+    """``P[:, lo:hi].T @ Q[:, jl:jh]`` ("col") or ``P[lo:hi] @ Q[:, jl:jh]`` ("row")."""
+    rows, cols = P.aval.shape
+    if kind == "col":
+        part = P if (lo, hi) == (0, cols) else Node.make(
+            "slice", (P,), Aval((rows, hi - lo), P.aval.dtype, False), slices=((0, rows, 1), (lo, hi, 1)))
+        left = Node.make("transpose", (part,), Aval((hi - lo, rows), P.aval.dtype, False), perm=(1, 0))
+    else:
+        left = P if (lo, hi) == (0, rows) else Node.make(
+            "slice", (P,), Aval((hi - lo, cols), P.aval.dtype, False), slices=((lo, hi, 1), (0, cols, 1)))
+    qrows, qcols = Q.aval.shape
+    right = Q if (jl, jh) == (0, qcols) else Node.make(
+        "slice", (Q,), Aval((qrows, jh - jl), Q.aval.dtype, False), slices=((0, qrows, 1), (jl, jh, 1)))
+    return Node.make("matmul", (left, right), Aval((hi - lo, jh - jl), dtype, False))
+
+
 # A sum over one axis of at most this many elements whose result another
 # reduction reads is written out as additions (see unroll_short_sums).
 SHORT_SUM = 4
@@ -398,6 +495,7 @@ PASSES: list[tuple[str, Callable[[Graph], Graph]]] = [
     ("drop_identities", drop_identities),
     ("masked_sums", masked_sums),
     ("unroll_short_sums", unroll_short_sums),
+    ("batch_matvecs", batch_matvecs),
     ("sink_slices", sink_slices),
     ("simplify_bodies", simplify_bodies),
     ("dce", dce),

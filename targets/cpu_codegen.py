@@ -101,6 +101,16 @@ VECTOR_MATH = frozenset({"exp", "expm1", "log", "log1p", "tanh", "sigmoid", "erf
 SLOW_ARITH = frozenset({"divide", "sqrt", "power"})
 # Rows per chunk of a rows loop over several outer axes (``_rows_loop``).
 ROW_CHUNK = 1024
+
+# Sums of one value selected by an integer label's equality with distinct
+# constants (k-means' per-cluster sums: ``masked_sums``' rewrite of
+# ``X[labels == k].sum(0)`` for each k), at least SEGMENT_MIN of them over at
+# most SEGMENT_SPAN labels and rows of at least SEGMENT_ROW elements, add each
+# element into its label's partial (one add) instead of every sum testing and
+# adding it (K compares, selects and adds); see LoopCodegen._segment_groups.
+SEGMENT_MIN = 4
+SEGMENT_SPAN = 64
+SEGMENT_ROW = 1024
 # A rows loop over several outer axes whose first has at least this many
 # indices nests a loop per axis, parallel over the first (``_rows_loop``).
 NEST_MIN = 64
@@ -194,6 +204,7 @@ class LoopCodegen:
                                                  for m in loop.members) and all(
             rt.has_vector_math(op, sfx) for op in TRIG for sfx in ("f32", "f64"))
         self.exact = False
+        self._seg: dict[int, tuple] = {}  # reduction -> its segmented group (while a row pass is emitted)
         self._plan_passes()
 
     def _fresh(self, prefix: str) -> str:
@@ -537,12 +548,65 @@ class LoopCodegen:
         return [r for r in reds if isinstance(self._red(r), Sum) and self._red(r).blockable]
 
     def _block_open(self, w: Writer, reds, accs: dict) -> None:
+        opened = set()
         for r in reds:
-            w(self._red(r).block_init(accs[id(r)]))
+            seg = self._seg.get(id(r))
+            if seg is None:
+                w(self._red(r).block_init(accs[id(r)]))
+            elif seg[0] not in opened:  # (the group's partials, one per label)
+                opened.add(seg[0])
+                w(f"for q in range({seg[3]}):")
+                w(f"    {seg[0]}[q] = {literal(0, self._red(r).out)}")
 
     def _block_close(self, w: Writer, reds, accs: dict) -> None:
         for r in reds:
-            w(self._red(r).block_close(accs[id(r)]))
+            seg = self._seg.get(id(r))
+            if seg is None:
+                w(self._red(r).block_close(accs[id(r)]))
+                continue
+            acc, part = accs[id(r)], f"{seg[0]}[{seg[5]}]"
+            if self._red(r).compensated:
+                w(f"{acc}, {acc}_c = rt.neumaier({acc}, {acc}_c, {part})")
+            else:
+                w(f"{acc} += np.float64({part})")
+
+    def _segment_groups(self, reds) -> dict[int, tuple]:
+        """The blocked float sums among ``reds`` that are ``where(L == c, x,
+        0)`` for one integer label ``L``, one value ``x`` and distinct integer
+        constants ``c`` (at least SEGMENT_MIN, spanning at most SEGMENT_SPAN):
+        id(sum) -> (partials' name, L, x, span, lowest c, this sum's slot).
+        Each element is added to its label's partial alone, in the order the
+        sums would add it (a label no sum asks for adds nowhere), so each sum
+        is bitwise the same as when it added a zero for every other element."""
+        if int(np.prod([int(d) for d in self.loop.domain[self.od:]], dtype=np.int64)) < SEGMENT_ROW:
+            return {}
+        found: dict[tuple, list] = {}
+        for r in reds:
+            arg = r.inputs[0]
+            if id(arg) not in self.members or arg.op != "where" or id(arg) in self.stash:
+                continue
+            cond, x, zero = arg.inputs
+            if zero.op != "const" or zero.kw["value"].value != 0 or cond.op != "equal":
+                continue
+            a, b = cond.inputs
+            if a.op == "const":
+                a, b = b, a
+            if b.op != "const" or np.dtype(a.aval.dtype).kind not in "iu":
+                continue
+            c = b.kw["value"].value
+            if not isinstance(c, (int, np.integer)) or isinstance(c, (bool, np.bool_)):
+                continue
+            found.setdefault((id(a), id(x)), []).append((r, a, x, int(c)))
+        out = {}
+        for items in found.values():
+            consts = [c for _, _, _, c in items]
+            lo, span = min(consts), max(consts) - min(consts) + 1
+            if len(items) < SEGMENT_MIN or len(set(consts)) != len(consts) or span > SEGMENT_SPAN:
+                continue
+            name = self._fresh("sg")
+            for r, a, x, c in items:
+                out[id(r)] = (name, a, x, span, lo, c - lo)
+        return out
 
     def _innermost(self, w: Writer, var: str, lo: str, hi: str, reds, accs: dict) -> int:
         """Open the innermost loop ``for var in range(lo, hi)``, in blocks when
@@ -588,7 +652,23 @@ class LoopCodegen:
                 var = self._fresh("st")
                 lines.append(f"{var} = o{k}[{out_flat}]")
                 inner_env[vid] = var
+        added = set()
         for red in self._reductions(p):
+            seg = self._seg.get(id(red)) if self._blocking else None
+            if seg is not None:  # (the group's one add: see _segment_groups)
+                if seg[0] not in added:
+                    added.add(seg[0])
+                    name, label, x, span, lo = seg[:5]
+                    lab = self._value(label, inner_env) if id(label) in self.members else \
+                        self._operand(label, "full", inner_env)
+                    val = self._value(x, inner_env) if id(x) in self.members else self._operand(x, "full", inner_env)
+                    lines.extend(inner_env["__lines__"])
+                    inner_env["__lines__"] = []
+                    q = self._fresh("q")
+                    lines.append(f"{q} = np.int64({lab}) - np.int64({lo})")
+                    lines.append(f"if {q} >= 0 and {q} < {span}:")
+                    lines.append(f"    {name}[{q}] = rt.radd({name}[{q}], {cast(val, self._red(red).out)})")
+                continue
             value = self._value(red.inputs[0], inner_env) if id(red.inputs[0]) in self.members else \
                 self._operand(red.inputs[0], "full", inner_env)
             lines.extend(inner_env["__lines__"])
@@ -662,6 +742,10 @@ class LoopCodegen:
                     w(line)
             blocked = self._blocked(self._reductions(p))
             self._blocking = bool(blocked)
+            self._seg = self._segment_groups(blocked) if self._short_inner() is None else {}
+            for seg in {v[0]: v for v in self._seg.values()}.values():
+                red = next(r for r in blocked if self._seg.get(id(r)) is seg)
+                w(f"{seg[0]} = np.zeros({seg[3]}, {np_type(self._red(red).out)})")
             self._hoist = []
             body = self._pass_lines(env, p, accs, f"np.uint64(o * ni + {self._flat_inner()})")
             for line in self._hoist:  # loads that do not change along the row: before its loop
@@ -690,6 +774,7 @@ class LoopCodegen:
                 for _ in range(self.nin - 1):
                     w.dedent()
             self._blocking = False
+            self._seg = {}
             for red in self._reductions(p):
                 var = self._fresh("red")
                 w(f"{var} = {self._acc_result(red, accs[id(red)])}")

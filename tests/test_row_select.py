@@ -150,3 +150,36 @@ def test_two_reductions_of_one_computed_row_are_one_kernel():
         np.testing.assert_allclose(g, w, rtol=1e-13)
     (k,) = _loops(two, x)
     assert {"reduce_max", "argmin", "reduce_sum"} <= {m.op for m in k.members}
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_sums_by_label_add_each_row_once_into_its_labels_partial(dtype):
+    """Sums of the rows whose label equals each of several constants (k-means'
+    per-cluster sums) are one pass adding each element into its label's
+    partial (``sg`` in the source), not a compare, select and add per sum; the
+    same values as NumPy's, with NaN, -0.0, +-inf and labels no sum asks for."""
+    def by_label(X, L):
+        return [X[L == k].sum(axis=0) for k in (2, 3, 5, 7, 9)]
+
+    r = np.random.default_rng(0)
+    n = 120_000  # (the sums share one kernel from a quarter MiB of rows)
+    X = r.standard_normal((n, 3)).astype(dtype)
+    L = r.integers(-3, 12, n)
+    X[L == 5] = -0.0
+    X[10], L[10] = np.nan, 9
+    X[20], L[20] = np.inf, 4  # selected by no sum: must reach none
+    X[30], L[30] = -np.inf, 3
+    f = braze.compile(by_label, target="cpu")
+    exact = by_label(X.astype(np.float64), L)  # (float32: braze's error at most NumPy's)
+    for k, (got, want) in enumerate(zip(f(X, L), by_label(X, L))):
+        assert got.dtype == want.dtype
+        if dtype == np.float64:
+            np.testing.assert_allclose(got, want, rtol=1e-12)
+        else:
+            scale = np.abs(X[L == (2, 3, 5, 7, 9)[k]].astype(np.float64)).sum(axis=0)
+            with np.errstate(invalid="ignore"):
+                ok = np.abs(got - exact[k]) <= np.abs(want - exact[k]) + 1e-7 * scale
+            assert np.all(ok | (np.isnan(got) & np.isnan(want)) | (got == want)), (got, want, exact[k])
+        assert np.array_equal(np.signbit(got), np.signbit(want))
+    source = f.lower(X, L).source
+    assert "sg" in source and ("rt.neumaier" in source or dtype == np.float32)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import re
 import threading
 import time
 
@@ -417,6 +418,30 @@ def _inplace_or_copy(inplace, copy):
     return lambda safe, *args, **kw: (inplace if safe else copy)(*args, **kw)
 
 
+_SLOT = re.compile(r"\bs\[(\d+)\]")
+_WHOLE = re.compile(r"[(,]\s*s\s*[,)]")  # (the slot list itself passed to a helper)
+
+
+def _localized(parts: list[list[str]], keep: set) -> list[list[str]]:
+    """The parts with each slot that only one of them uses (and that is no
+    input, constant, capture or result) made a local variable of that
+    function: a local costs one bytecode to read or write, a list slot three."""
+    used: dict[int, set] = {}
+    for p, lines in enumerate(parts):
+        for line in lines:
+            for m in _SLOT.finditer(line):
+                used.setdefault(int(m.group(1)), set()).add(p)
+    out = []
+    for p, lines in enumerate(parts):
+        local = {k for k, where_used in used.items() if where_used == {p} and k not in keep}
+        if not local or any(_WHOLE.search(line) for line in lines):
+            out.append(lines)
+            continue
+        out.append([_SLOT.sub(lambda m: f"_s{m.group(1)}" if int(m.group(1)) in local else m.group(0), line)
+                    for line in lines])
+    return out
+
+
 def finish(w: Writer, layout, out_slots: list[int], npool: int, checks: bool, label: str):
     """Compile the generated module; its ``run(inputs, outs=None)``."""
     w.ns["_pool_set"] = _pool_set
@@ -424,7 +449,8 @@ def finish(w: Writer, layout, out_slots: list[int], npool: int, checks: bool, la
     w.ns["_local"] = threading.local()
     w.ns["_captures"] = layout.graph_captures
     src = []
-    for p, lines in enumerate(w.parts):
+    keep = set(range(layout.ninputs)) | {i for i, _ in layout.consts} | {i for i, _ in layout.captures} | set(out_slots)
+    for p, lines in enumerate(_localized(w.parts, keep)):
         src.append(f"def part{p}(s, inputs, outs, safe, pool):")
         src.extend("    " + line for line in lines)
         src.append("    return\n")

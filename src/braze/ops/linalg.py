@@ -139,7 +139,19 @@ def _c_order(strides, avals, params, aval):
     return layout.c_strides(aval.shape)
 
 
-declare("matmul", "linalg", abstract=_matmul_abstract, impl=np.matmul, vjp=_matmul_vjp, wants=True,
+def _matmul_impl(a, b):
+    """``np.matmul``, with an operand that repeats one value along an axis (a
+    zero stride: ``np.ones(n)`` traced as a broadcast constant) made dense
+    first: BLAS cannot read it, and NumPy's own loop ran a 500x500 matrix by
+    such a vector in 210 us against BLAS's 26 us."""
+    if isinstance(a, np.ndarray) and a.size > 1 and 0 in a.strides:
+        a = np.ascontiguousarray(a)
+    if isinstance(b, np.ndarray) and b.size > 1 and 0 in b.strides:
+        b = np.ascontiguousarray(b)
+    return np.matmul(a, b)
+
+
+declare("matmul", "linalg", abstract=_matmul_abstract, impl=_matmul_impl, vjp=_matmul_vjp, wants=True,
         strides=_c_order)
 declare("einsum", "linalg", abstract=_einsum_abstract, impl=_einsum_impl, vjp=_einsum_vjp, wants=True)
 

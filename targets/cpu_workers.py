@@ -25,10 +25,12 @@ import atexit
 import os
 import pickle
 import queue
+import select
 import struct
 import subprocess
 import sys
 import threading
+import time
 
 from . import cpu_cache
 
@@ -53,7 +55,9 @@ def wanted() -> int:
 
 def _send(stream, obj) -> None:
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    stream.write(_HEADER.pack(len(data)) + data)
+    view = memoryview(_HEADER.pack(len(data)) + data)
+    while view:  # (an unbuffered pipe may take part of it)
+        view = view[stream.write(view):]
     stream.flush()
 
 
@@ -87,19 +91,43 @@ def serve() -> None:
         _send(replies, reply)
 
 
+# Seconds one job may take in a worker (numba compiles a kernel in well under
+# one): past it the worker is stopped and the kernel compiles on its first call.
+JOB_TIMEOUT = 120.0
+
+
+def _read_exact(fd: int, n: int, deadline: float, worker) -> bytes:
+    """``n`` bytes from the worker's pipe (unbuffered, so ``select`` sees them)."""
+    data = b""
+    while len(data) < n:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            worker.proc.kill()
+            raise EOFError(f"the compile worker took more than {JOB_TIMEOUT:.0f} s; stopped")
+        chunk = os.read(fd, n - len(data))
+        if not chunk:
+            raise EOFError("the compile worker closed its pipe")
+        data += chunk
+    return data
+
+
 class _Worker:
     def __init__(self):
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))  # (braze as imported here)
         self.proc = subprocess.Popen(
             [sys.executable, "-c", "from braze.targets.cpu_workers import serve; serve()"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, bufsize=0)
 
     def alive(self) -> bool:
         return self.proc.poll() is None
 
     def compile(self, job) -> str | None:
+        """Compile ``job`` in the worker: None, or why it failed. A worker that
+        takes longer than JOB_TIMEOUT seconds is stopped (an EOFError)."""
         _send(self.proc.stdin, job)
-        return _receive(self.proc.stdout)
+        fd, deadline = self.proc.stdout.fileno(), time.monotonic() + JOB_TIMEOUT
+        head = _read_exact(fd, _HEADER.size, deadline, self)
+        return pickle.loads(_read_exact(fd, _HEADER.unpack(head)[0], deadline, self))
 
     def stop(self) -> None:
         try:

@@ -112,3 +112,22 @@ def test_a_worker_compiles_a_job_and_reports_errors(monkeypatch, tmp_path):
         assert failed and "Typing" in failed or "typing" in failed.lower()
     finally:
         cpu_workers.shutdown()
+
+
+def test_a_worker_that_takes_too_long_is_stopped(monkeypatch, tmp_path):
+    import numba
+
+    monkeypatch.setenv("BRAZE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(cpu_workers, "JOB_TIMEOUT", 0.01)  # (starting alone takes longer)
+    source = ("import numpy as np\nfrom numba import njit\n\n\n"
+              "@njit(cache=True)\ndef kernel_serial(a, o):\n    o[:] = a + 1.0\n")
+    path, modname = cpu_cache.module_path(source)
+    (worker,) = cpu_workers._workers(1)
+    arr = numba.typeof(np.ones(3))
+    try:
+        with pytest.raises(EOFError, match="took more than"):
+            worker.compile((path, modname, "kernel_serial", (arr, arr)))
+        worker.proc.wait(timeout=10)
+        assert not worker.alive()
+    finally:
+        cpu_workers.shutdown()

@@ -121,6 +121,27 @@ def weighted_columns(x):  # NumPy scalars of the array's dtype, strong, differen
     return out
 
 
+def wrapping_trace(a):  # i % n past n: tanh(a[k, k]) interned once, read by two iterations
+    trace = 0.0
+    for i in range(3 * a.shape[0] + 2):
+        trace += np.tanh(a[i % a.shape[0], i % a.shape[0]])
+    return trace
+
+
+def wrapping_rows(a):  # a vector carried, each row's term shared by the iterations i and i + n
+    out = np.zeros(a.shape[1], a.dtype)
+    for i in range(2 * a.shape[0] + 3):
+        out = out + np.tanh(a[i % a.shape[0]]) * 0.5
+    return out
+
+
+def wrapping_updates(x):  # an update chain whose stored values repeat
+    out = np.empty((4 * x.shape[0], x.shape[1]), x.dtype)
+    for i in range(out.shape[0]):
+        out[i] = np.exp(x[i % x.shape[0]]) - 1
+    return out
+
+
 def _conv_args(dtype, rng):
     return (rng.standard_normal((12, 11)).astype(dtype), rng.standard_normal((3, 2)).astype(dtype))
 
@@ -142,6 +163,9 @@ CASES = {
     "index_scaled": (index_scaled, lambda d, r: (r.standard_normal(30).astype(d),), True),
     "shared_constants": (shared_constants, lambda d, r: (r.standard_normal(20).astype(d),), True),
     "weighted_columns": (weighted_columns, lambda d, r: (r.standard_normal((5, 30)).astype(d),), True),
+    "wrapping_trace": (wrapping_trace, lambda d, r: ((r.standard_normal((9, 9)) * 3).astype(d),), True),
+    "wrapping_rows": (wrapping_rows, lambda d, r: (r.standard_normal((9, 6)).astype(d),), True),
+    "wrapping_updates": (wrapping_updates, lambda d, r: (r.standard_normal((5, 3)).astype(d),), True),
 }
 
 
@@ -155,7 +179,7 @@ def _rolled_nodes(graph):
 
 # Not bitwise NumPy's, by the numerics contract: np.tanh is braze's vector tanh (within
 # its documented 2 ulp), a float sum's accumulation order is braze's own.
-APPROXIMATE = {"columns", "conv2d", "growing", "trace_loop"}
+APPROXIMATE = {"columns", "conv2d", "growing", "trace_loop", "wrapping_trace", "wrapping_rows", "wrapping_updates"}
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -215,6 +239,30 @@ def test_a_loop_of_many_iterations_compiles_one_kernel():
     assert lowered.counts["kernels"] == 0 and lowered.counts["rolled loops"] == 1
     assert "rolled loop, 3364 iterations, independent" in lowered.source and "def rolled(" in lowered.source
     np.testing.assert_allclose(f(image, weights), conv2d(image, weights), rtol=1e-13, atol=1e-13)
+
+
+def test_shared_iteration_values_are_computed_again_only_to_make_a_run():
+    """A value two iterations share (interned once, ``tanh(a[i % n])``) is
+    computed again in the loop, one run instead of none; a value every
+    iteration reads alike (hoisted by the author: ``c = np.tanh(w)``) stays
+    outside it, computed once."""
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((9, 6))
+    (node,) = _rolled_nodes(reroll(_inlined(braze.compile(wrapping_rows, target="cpu").lower(a).ir)))
+    assert node.kw["table"].rows.shape[0] == 2 * 9 + 3 - 1  # (the first iteration starts the carry)
+    assert "tanh" in [n.op for n in node.kw["spec"].template.nodes]
+
+    def hoisted(x, w):
+        c = np.tanh(w)
+        out = np.empty_like(x)
+        for i in range(x.shape[0]):
+            out[i] = x[i] * c
+        return out
+
+    x, w = rng.standard_normal((20, 6)), rng.standard_normal(6)
+    (node,) = _rolled_nodes(reroll(_inlined(braze.compile(hoisted, target="cpu").lower(x, w).ir)))
+    assert "tanh" not in [n.op for n in node.kw["spec"].template.nodes]
+    np.testing.assert_allclose(braze.compile(hoisted, target="cpu")(x, w), hoisted(x, w), rtol=4e-16, atol=0)
 
 
 def relu_columns(x, w):

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .core import NUMPY_IMPL
+from .core import KIND, NUMPY_IMPL
 from .graph import Graph, Node, toposort
 
 MIN_RUN = 8         # iterations below which a run stays unrolled
@@ -184,8 +184,8 @@ def reroll(graph: Graph, compile_template=None) -> Graph:
             chain.append(nxt[id(chain[-1])])
         if len(chain) < MIN_RUN:
             continue
-        its = [_iteration(c, index, uses) for c in chain]
-        for start, end in _runs(its, 0):
+        its, runs = _alike_runs(lambda k, recompute: _iteration(chain[k], index, uses, recompute), len(chain), 0)
+        for start, end in runs:
             node = _rolled(chain[start:end], its[start:end], index, compile_template)
             if node is not None:
                 replace[id(chain[end - 1])] = node
@@ -210,18 +210,31 @@ class _Iteration:
     consts: list = None  # the scalar constants the interior reads, in order (compared by value apart)
 
 
-def _iteration(update: Node, index, uses) -> _Iteration | None:
+def _iteration(update: Node, index, uses, recompute: bool = False) -> _Iteration | None:
     """One update of a chain as an iteration of a rolled loop (None: it cannot be)."""
     dst, value = update.inputs
     if not update.kw["slices"] or any(s <= 0 for _, _, s in update.kw["slices"]):
         return None
-    return _iteration_of(value, dst, update.kw["slices"], index, uses)
+    return _iteration_of(value, dst, update.kw["slices"], index, uses, recompute)
 
 
-def _iteration_of(value: Node, dst: Node, region, index, uses) -> _Iteration | None:
+def _recomputable(n: Node, value: Node) -> bool:
+    """``n``, which nodes outside the iteration read too, may be computed again
+    inside it: an elementwise op, slice or reshape no larger than the
+    iteration's value (so computing it again costs at most what the iteration
+    costs, per node of it)."""
+    return (not isinstance(n.aval, tuple) and (KIND[n.op] == "elementwise" or n.op in ("slice", "reshape"))
+            and n.aval.size <= max(value.aval.size, 1))
+
+
+def _iteration_of(value: Node, dst: Node, region, index, uses, recompute: bool = False) -> _Iteration | None:
     """The iteration computing ``value`` and storing it into ``region`` of
     ``dst``, or, with ``region`` None, computing the carried ``value`` from the
-    one before, ``dst``, which it may read whole (None: it cannot be rolled)."""
+    one before, ``dst``, which it may read whole (None: it cannot be rolled).
+    ``recompute``: small elementwise values other iterations read too (interned
+    once: ``tanh(a[i % n])`` in a loop of more than n iterations) are computed
+    again inside the iteration rather than read as a leaf of its own, which
+    would make each iteration unlike the others."""
     carry = region is None
     if value.aval.dtype != dst.aval.dtype or value.op in _STATEFUL or (carry and value.aval != dst.aval):
         return None
@@ -243,7 +256,8 @@ def _iteration_of(value: Node, dst: Node, region, index, uses) -> _Iteration | N
         inner = users_inside.get(id(n), 0)
         if n is dst or n.op in _SOURCES or not inner:
             continue
-        if inner != uses[id(n)] and not (n.op == "slice" or n.op == "reshape" and n.inputs[0].op == "slice"):
+        if inner != uses[id(n)] and not (n.op == "slice" or n.op == "reshape" and n.inputs[0].op == "slice") \
+                and not (recompute and _recomputable(n, value)):
             continue  # (a window other iterations read too, interned once, is sliced again by each)
         if n.op in _STATEFUL:
             return None
@@ -404,11 +418,35 @@ def _carried_runs(order: list, index: dict, uses: dict, replace: dict, compile_t
             chain.append(nxt[id(chain[-1])])
         if len(chain) <= MIN_RUN or any(id(n) in replace for n in chain):
             continue
-        its = [None] + [_iteration_of(chain[k], chain[k - 1], None, index, uses) for k in range(1, len(chain))]
-        for start, end in _runs(its, 1):
+        its, runs = _alike_runs(lambda k, recompute: _iteration_of(chain[k], chain[k - 1], None, index, uses,
+                                                                   recompute), len(chain), 1)
+        for start, end in runs:
             node = _rolled(chain[start:end], its[start:end], index, compile_template, init=chain[start - 1])
             if node is not None:
                 replace[id(chain[end - 1])] = node
+
+
+def _alike_runs(make, count: int, start: int) -> tuple[list, list]:
+    """The iterations ``make(k, recompute)`` of ``k`` in ``start..count-1`` and the
+    (start, end) of their runs: first as they are, then, in each stretch of
+    at least MIN_RUN left outside any run, with their small shared values
+    computed again (``_iteration_of``), so that a value an iteration shares
+    with others is computed again only where that makes a run."""
+    its = [None] * start + [make(k, False) for k in range(start, count)]
+    runs = list(_runs(its, start))
+    gaps, at = [], start
+    for s, e in runs:
+        gaps.append((at, s))
+        at = e
+    gaps.append((at, count))
+    for s, e in gaps:
+        if e - s < MIN_RUN:
+            continue
+        again = [make(k, True) for k in range(s, e)]
+        for a, b in _runs(again, 0):
+            its[s + a:s + b] = again[a:b]
+            runs.append((s + a, s + b))
+    return its, sorted(runs)
 
 
 def _runs(its: list, start: int):

@@ -22,8 +22,9 @@ import os
 
 import numpy as np  # noqa: E402
 
-from braze.fusion import Loop, Program, View  # noqa: E402
+from braze.fusion import Extern, Loop, Program, View  # noqa: E402
 from braze.graph import Graph, collector_paused  # noqa: E402
+from braze.passes import rotation  # noqa: E402
 from braze.pipeline import fused, unfused  # noqa: E402
 
 import time  # noqa: E402
@@ -94,14 +95,22 @@ def _fold_views(program: Program) -> None:
     ``s[0]``: a slice of ones reshaped to a scalar, what a loop over elements
     traces to) is read as ``array[index]`` when the kernel is called; a column
     or row (``x[:, i]``: a slice then a reshape dropping its size-1 dimension)
-    is one index with an integer there. View steps no longer read are dropped:
-    a loop unrolled over elements or columns made two view steps per element."""
+    is one index with an integer there. A rotation (``np.roll``: two slices
+    concatenated) is read from its array by an index that wraps around
+    (Loop.wraps), through rotations of rotations. View steps (and
+    concatenations) no longer read are dropped: a loop unrolled over elements
+    or columns made two view steps per element, a roll a copy per call."""
     for step in program.steps:
         if not isinstance(step, Loop) or step.perm is not None or needs_numpy(step):
             continue
         for leaf in step.leaves:
             if leaf.op == "slice" and id(leaf) not in step.dropped and _window(leaf) is not None:
                 step.windows[id(leaf)] = _window_of(leaf)
+                continue
+            if id(leaf) not in step.dropped and rotation(leaf) is not None:
+                base, starts, wraps = _rotated_of(leaf)
+                step.windows[id(leaf)] = (base, starts, (1,) * len(starts))
+                step.wraps[id(leaf)] = wraps
                 continue
             if leaf.op != "reshape" or leaf.aval.shape != () or id(leaf) in step.dropped:
                 continue
@@ -135,8 +144,10 @@ def _fold_views(program: Program) -> None:
         use(step.base)
     keep = []
     for step in reversed(program.steps):
-        if isinstance(step, View) and not uses.get(id(step.node)):
-            for i in step.reads:
+        # (a concatenation is dropped when kernels read it as a rotation of its array)
+        pure = isinstance(step, View) or isinstance(step, Extern) and step.node.op == "concatenate"
+        if pure and not uses.get(id(step.node)):
+            for i in _step_reads(step):
                 use(i, -1)
             continue
         keep.append(step)
@@ -182,7 +193,7 @@ def _merge_short_tail(loop: Loop) -> None:
     loop numba vectorizes, not a loop of 3 per pixel. Outputs are flat buffers."""
     dom = tuple(int(d) for d in loop.domain)
     if (loop.tail_merged or loop.ninner or loop.perm is not None or loop.compact or len(dom) < 2 or dom[-1] > MERGE_TAIL
-            or dom[-1] <= 1 or needs_numpy(loop)):
+            or dom[-1] <= 1 or needs_numpy(loop) or loop.wraps):
         return
     merged, windows = {}, {}
     for leaf in loop.leaves:
@@ -232,6 +243,18 @@ def _window_of(sl) -> tuple:
         steps = tuple(c * d for c, d in zip(outer_steps, steps))
         base = base.inputs[0]
     return base, starts, steps
+
+
+def _rotated_of(node) -> tuple:
+    """(array, starts, wraps): a rotation read from its array, through rotations
+    of rotations (``np.roll(np.roll(b, 1, 0), -1, 1)``): per axis the start
+    and the extent its index wraps around (0: it does not)."""
+    starts, wraps = [0] * node.aval.ndim, [0] * node.aval.ndim
+    while rotation(node) is not None:
+        node, ax, a = rotation(node)
+        n = node.aval.shape[ax]
+        starts[ax], wraps[ax] = (starts[ax] + a) % n, n
+    return node, tuple(starts), tuple(wraps)
 
 
 def _step_reads(step) -> tuple:

@@ -181,6 +181,7 @@ class LoopCodegen:
         # their array at offsets: the starts are arguments (so iterations of an
         # unrolled loop share the kernel), the steps part of the source.
         self.windows = {id(leaf): loop.windows[id(leaf)][2] for leaf in loop.leaves if id(leaf) in loop.windows}
+        self.wraps = {id(leaf): loop.wraps[id(leaf)] for leaf in loop.leaves if id(leaf) in loop.wraps}
         domain = tuple(int(d) for d in loop.domain)
         self.out_windows = {k: tuple(steps) for k, steps in (out_windows or {}).items()
                             if domain and not loop.ninner and loop.perm is None and not loop.compact and len(steps) == len(domain)
@@ -255,6 +256,10 @@ class LoopCodegen:
         steps = self.windows.get(id(leaf))
         if steps is not None:
             parts = [_offset(f"w{k}_{i}", step, part) for i, (step, part) in enumerate(zip(steps, parts))]
+            for i, n in enumerate(self.wraps.get(id(leaf), ())):
+                if n:  # a rotation: the index wraps around (its extent is the domain's there)
+                    d = f"d{offset + i}" if aligned and dom[offset + i] == n else str(n)
+                    parts[i] = f"({parts[i]} - {d} if {parts[i]} >= {d} else {parts[i]})"
         elif self._flat is not None and space == "full" and shape[-1] == int(dom[-1]) and len(shape) > 1:
             return self._flat_load(leaf, name, shape, parts, offset)
         return f"{name}[{', '.join(p if p == '0' else f'np.uint64({p})' for p in parts)}]"

@@ -125,3 +125,82 @@ def test_loop_over_offsets_shares_one_kernel():
     x = _grid(40)
     g = braze.compile(running, target="cpu")
     assert_same(g(x), running(x))
+
+
+# ---------------------------------------------------------------- rotations (np.roll)
+
+
+def life(board, steps):
+    for _ in range(steps):
+        n = sum(np.roll(np.roll(board, i, 0), j, 1) for i in (-1, 0, 1) for j in (-1, 0, 1) if (i, j) != (0, 0))
+        board = ((n == 3) | ((board == 1) & (n == 2))).astype(board.dtype)
+    return board
+
+
+def test_rolls_are_read_by_wrapped_index_in_one_kernel_per_step():
+    board = (np.random.default_rng(0).random((37, 23)) < 0.3).astype(np.int64)
+    f = braze.compile(life, target="cpu", static_argnames=("steps",))
+    got = f(board, steps=3)
+    assert_same(got, life(board, 3))
+    lowered = f.lower(board, steps=3)
+    assert "concatenate" not in lowered.plan and lowered.counts["kernels"] == 3, lowered.plan
+    assert ">= d0 else" in lowered.source and ">= d1 else" in lowered.source
+
+
+def _periodic(u, c):  # rolls of every sign, of an elementwise value, several axes at once, a shift past n
+    lap = np.roll(u, 1, 0) + np.roll(u, -1, 0) + np.roll(u, 1, 1) + np.roll(u, -1, 1) - 4 * u
+    v = u + c * lap
+    return v + np.roll(v * 2, (3, -2), axis=(0, 1)) - np.roll(np.tanh(u), u.shape[1] + 1, axis=1) \
+        + np.roll(u, 2)  # (axis None: the flat array rotated)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_periodic_stencils_match_numpy(dtype):
+    f = braze.compile(_periodic, target="cpu")
+    for u in (_grid((9, 7), dtype), _grid((14, 9), dtype).T, _grid((20, 16), dtype)[::2, 1::2],
+              np.asfortranarray(_grid((6, 5), dtype))):
+        u = u.copy() if u.base is None else u
+        u[0, 0], u[1, 2] = np.nan, np.inf
+        got = f(u, dtype(0.1))
+        want = _periodic(u, dtype(0.1))
+        assert got.dtype == want.dtype
+        # (tanh: braze's, within 2 ulp of terms near 1, then sums that cancel)
+        np.testing.assert_allclose(got, want, rtol=4 * np.finfo(dtype).eps, atol=8 * np.finfo(dtype).eps)
+
+
+def test_rolls_of_size_one_and_empty_axes_and_bools():
+    def fn(a, m):
+        return np.roll(a, 1, 0) * 2 + np.roll(a, -3, 1), np.roll(m, 1, 1) & m
+
+    f = braze.compile(fn, target="cpu")
+    for shape in ((1, 5), (4, 1), (0, 3), (3, 0), (1, 1)):
+        a = _grid(shape)
+        m = a > 0
+        for g, w in zip(f(a, m), fn(a, m)):
+            assert_same(g, w)
+
+
+def test_a_rolled_array_updated_in_place_reads_its_old_values():
+    def shift_in_place(u):
+        u[1:] = np.roll(u, 1)[1:] + np.roll(u, -1)[1:]  # reads u wrapped while writing it
+        return u
+
+    u = _grid(50)
+    want = shift_in_place(u.copy())
+    got = braze.compile(shift_in_place, target="cpu")(u)
+    assert_same(got, want)
+    assert_same(u, want)
+
+
+def test_gradient_through_rolls_matches_finite_differences():
+    def loss(u):
+        return np.sum(np.tanh(np.roll(u, 1, 0) - np.roll(u * u, -2, 1)) ** 2)
+
+    u = _grid((6, 5))
+    g = braze.compile(braze.grad(loss), target="cpu")(u)
+    eps = 1e-6
+    for i, j in [(0, 0), (5, 4), (2, 3)]:
+        d = np.zeros_like(u)
+        d[i, j] = eps
+        num = (loss(u + d) - loss(u - d)) / (2 * eps)
+        np.testing.assert_allclose(g[i, j], num, rtol=1e-6, atol=1e-9)

@@ -289,6 +289,68 @@ def sink_slices(graph: Graph) -> Graph:
     return rewrite(graph, visit)
 
 
+def rotation(node: Node) -> tuple | None:
+    """(array, axis, start) when ``node`` is the array rotated along one axis,
+    ``np.roll``'s concatenation of its two slices ``[start:]`` and ``[:start]``
+    (element ``i`` is the array's ``(start + i) % n``); else None."""
+    if node.op != "concatenate" or len(node.inputs) != 2:
+        return None
+    (head, tail), ax = node.inputs, node.kw["axis"]
+    if head.op != "slice" or tail.op != "slice" or head.inputs[0] is not tail.inputs[0]:
+        return None
+    base = head.inputs[0]
+    shape = tuple(base.aval.shape)
+    if shape != tuple(node.aval.shape) or base.aval.dtype != node.aval.dtype:
+        return None
+    n, a = shape[ax], head.kw["slices"][ax][0]
+    if not 0 < a < n:
+        return None
+    want_head = tuple((a, n, 1) if i == ax else (0, d, 1) for i, d in enumerate(shape))
+    want_tail = tuple((0, a, 1) if i == ax else (0, d, 1) for i, d in enumerate(shape))
+    if tuple(map(tuple, head.kw["slices"])) != want_head or tuple(map(tuple, tail.kw["slices"])) != want_tail:
+        return None
+    return base, ax, a
+
+
+def lift_rotations(graph: Graph) -> Graph:
+    """``np.roll`` of a cheap elementwise value (``np.roll(board.astype(int),
+    1, 0)``), which ``sink_slices`` made the value computed on each of two
+    slices and concatenated, is that value computed from rotations of its
+    operands: the same operations on the same elements, and a rotation of an
+    array is what a kernel reads by index (targets/cpu.py) rather than a
+    concatenation written out. Trees of at most SINK_BUDGET ops."""
+
+    def lifted(p: Node, q: Node, ax: int, shape: tuple, budget: list) -> Node | None:
+        if p.op == "slice" and q.op == "slice":
+            r = Node.make("concatenate", (p, q), Aval(shape, p.aval.dtype, p.aval.weak), axis=ax)
+            return r if rotation(r) is not None else None
+        budget[0] -= 1
+        if (budget[0] < 0 or p.op != q.op or p.params != q.params or p.op not in SINK_OPS
+                or isinstance(p.aval, tuple) or p.aval.dtype != q.aval.dtype or len(p.inputs) != len(q.inputs)):
+            return None
+        ins = []
+        for i, j in zip(p.inputs, q.inputs):
+            if i.aval.ndim == 0 and i is j:
+                ins.append(i)
+                continue
+            if i.aval.ndim != p.aval.ndim or j.aval.ndim != q.aval.ndim:
+                return None
+            r = lifted(i, j, ax, shape, budget)  # (recursion bounded by the budget)
+            if r is None:
+                return None
+            ins.append(r)
+        return Node(p.op, tuple(ins), p.params, Aval(shape, p.aval.dtype, p.aval.weak))
+
+    def visit(node: Node) -> Node:
+        if node.op != "concatenate" or len(node.inputs) != 2 or rotation(node) is not None \
+                or node.inputs[0].op not in SINK_OPS:
+            return node
+        p, q = node.inputs
+        return lifted(p, q, node.kw["axis"], tuple(node.aval.shape), [SINK_BUDGET]) or node
+
+    return rewrite(graph, visit)
+
+
 def masked_sums(graph: Graph) -> Graph:
     """The sum of the rows a mask selects (``X[labels == k].sum(0)``, and so
     ``.mean(0)``) is a sum of ``where(mask, X, 0)`` over the mask's axes: no
@@ -497,6 +559,7 @@ PASSES: list[tuple[str, Callable[[Graph], Graph]]] = [
     ("unroll_short_sums", unroll_short_sums),
     ("batch_matvecs", batch_matvecs),
     ("sink_slices", sink_slices),
+    ("lift_rotations", lift_rotations),
     ("simplify_bodies", simplify_bodies),
     ("dce", dce),
 ]

@@ -26,6 +26,7 @@ import warnings
 from dataclasses import dataclass
 
 import numba
+import numpy as np
 
 from braze._version import __version__
 from braze.log import logger
@@ -288,10 +289,12 @@ def dry_run(run) -> list:
     """``run()`` with every kernel call noted instead of made: the (source,
     function name, numba signature) of each, in order. Kernels' outputs stay
     unwritten, so what ``run`` computes is garbage; it stops at the first error
-    (a guard on garbage) with what it noted so far."""
+    (a guard on garbage) with what it noted so far, and warns of nothing
+    (NumPy's floating-point warnings on that garbage: errstate is per thread)."""
     _dry.jobs = jobs = []
     try:
-        run()
+        with np.errstate(all="ignore"):
+            run()
     except Exception:  # noqa: BLE001  (see the docstring)
         pass
     finally:

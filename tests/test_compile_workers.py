@@ -88,6 +88,22 @@ def test_the_dry_run_notes_kernels_and_calls_none(monkeypatch, tmp_path):
         assert not cpu_cache.load(source, name).signatures
 
 
+def test_the_dry_run_warns_of_nothing_its_garbage_computes():
+    """Kernels' outputs are left unwritten in a dry run, so NumPy steps after
+    them see garbage (NaN, zeros): their floating-point warnings are not the
+    user's."""
+    import warnings
+
+    def garbage():
+        return np.log(np.array([-1.0, 0.0])) @ np.array([np.inf, 0.0])
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert cpu_cache.dry_run(garbage) == []
+    with pytest.warns(RuntimeWarning):  # (outside it, NumPy warns as usual)
+        garbage()
+
+
 def test_workers_are_off_when_asked(monkeypatch):
     monkeypatch.setenv("BRAZE_COMPILE_WORKERS", "0")
     assert cpu_workers.wanted() == 0

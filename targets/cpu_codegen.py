@@ -34,7 +34,7 @@ from braze.fusion import LAYOUT_OPS, REDUCE_OPS, Loop
 from braze.graph import Node
 
 from . import cpu_runtime as rt
-from .reductions import CPU, Sum, reduction
+from .reductions import CPU, Sum, ValueOfArg, reduction, twin_arg
 from .scalar import CpuOps, cast, literal, np_type
 
 TRIG = ("sin", "cos")
@@ -207,6 +207,14 @@ class LoopCodegen:
         self.exact = False
         self._seg: dict[int, tuple] = {}  # reduction -> its segmented group (while a row pass is emitted)
         self._plan_passes()
+        # id(max/min) -> the argmax/argmin of the same values in the same pass, whose kept
+        # value it is (reductions.ValueOfArg: k-means' d.min(1) beside d.argmin(1))
+        self._twins: dict[int, Node] = {}
+        if self.dialect is CPU:
+            for m in loop.members:
+                arg = twin_arg(m, loop.members) if m.op in ("reduce_max", "reduce_min") else None
+                if arg is not None and self.pass_of.get(id(arg)) == self.pass_of.get(id(m)):
+                    self._twins[id(m)] = arg
 
     def _fresh(self, prefix: str) -> str:
         self._names += 1
@@ -534,6 +542,8 @@ class LoopCodegen:
     dialect = CPU
 
     def _red(self, red: Node):
+        if id(red) in self._twins:
+            return ValueOfArg(red, self.dialect)
         return reduction(red, self.dialect)
 
     def _acc_update(self, red: Node, value: str, acc: str, flat: str) -> list[str]:
@@ -545,8 +555,8 @@ class LoopCodegen:
     def _acc_init(self, red: Node, acc: str) -> list[str]:
         return self._red(red).init(acc)
 
-    def _acc_result(self, red: Node, acc: str) -> str:
-        return self._red(red).finalize(acc)
+    def _acc_result(self, red: Node, accs: dict) -> str:
+        return self._red(red).finalize(accs[id(self._twins.get(id(red), red))])
 
     def _blocked(self, reds) -> list:
         """The float sums among ``reds``: added in vectorized blocks (see BLOCK)."""
@@ -782,7 +792,7 @@ class LoopCodegen:
             self._seg = {}
             for red in self._reductions(p):
                 var = self._fresh("red")
-                w(f"{var} = {self._acc_result(red, accs[id(red)])}")
+                w(f"{var} = {self._acc_result(red, accs)}")
                 env[id(red)] = var
             self._row_env(w, env, p)
         for out in self.row_outputs:
@@ -888,18 +898,19 @@ class LoopCodegen:
             w.dedent()
             for red in reds:
                 acc = accs[id(red)]
-                for line in self._acc_init(red, acc):
-                    w(line)
-                w("for c in range(nch):")
-                w.indent()
                 r = self._red(red)
-                for sfx, _ in r.parts():
-                    w(f"v{sfx} = {acc}{sfx}_part[c]")
-                for line in r.combine(acc, "v"):
-                    w(line)
-                w.dedent()
+                if r.parts():  # (a ValueOfArg has none: its arg reduction's, combined before it)
+                    for line in self._acc_init(red, acc):
+                        w(line)
+                    w("for c in range(nch):")
+                    w.indent()
+                    for sfx, _ in r.parts():
+                        w(f"v{sfx} = {acc}{sfx}_part[c]")
+                    for line in r.combine(acc, "v"):
+                        w(line)
+                    w.dedent()
                 var = self._fresh("red")
-                w(f"{var} = {self._acc_result(red, acc)}")
+                w(f"{var} = {self._acc_result(red, accs)}")
                 env[id(red)] = var
             self._row_env(w, env, p)
         for out in self.row_outputs:

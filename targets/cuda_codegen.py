@@ -364,7 +364,7 @@ class CudaLoopCodegen(LoopCodegen):
             self._block_reduce(rest, reds, accs)
             for red in reds:
                 var = self._fresh("red")
-                rest(f"{var} = {self._acc_result(red, accs[id(red)])}")
+                rest(f"{var} = {self._acc_result(red, accs)}")
                 env[id(red)] = var
             self._row_env(rest, env, p)
         tail = self._sub_writer()
@@ -415,7 +415,7 @@ class CudaLoopCodegen(LoopCodegen):
                     for sfx, _ in self._parts(red):
                         out(f"{accs[id(red)]}{sfx} = q{k}{sfx}[row]")
                     var = self._fresh("red")
-                    out(f"{var} = {self._acc_result(red, accs[id(red)])}")
+                    out(f"{var} = {self._acc_result(red, accs)}")
                     env[id(red)] = var
                 self._row_env(out, env, p)
 

@@ -300,6 +300,42 @@ class ArgExtremum(Extremum):
         return f"{acc}_i"
 
 
+class ValueOfArg(Reduction):
+    """max / min of the values an argmax / argmin of the same loop reduces in
+    the same order (``d.argmin(1)`` and ``d.min(1)``): no state of its own; its
+    result is the value the arg reduction kept, which is NaN if any element is,
+    else the extremum (of -0.0 and +0.0, the first: either sign is max/min's
+    contract). ``finalize`` takes the arg reduction's accumulator."""
+
+    def parts(self):
+        return []
+
+    def init(self, acc):
+        return []
+
+    def update(self, acc, value, index):
+        return []
+
+    def combine(self, a, b):
+        return []
+
+
+def twin_arg(red: Node, members) -> Node | None:
+    """The argmax / argmin among ``members`` before ``red``, a max / min, that
+    reduces the same values over the same axes (see ValueOfArg), or None."""
+    want = {"reduce_max": "argmax", "reduce_min": "argmin"}.get(red.op)
+    if want is None:
+        return None
+    x = red.inputs[0]
+    for m in members:
+        if m is red:
+            return None
+        if m.op == want and m.inputs[0] is x and m.kw["keepdims"] == red.kw["keepdims"] and (
+                tuple(red.kw["axes"]) == (tuple(range(x.aval.ndim)) if m.kw["axis"] is None else (m.kw["axis"],))):
+            return m
+    return None
+
+
 def reduction(red: Node, dialect: Dialect) -> Reduction:
     """The table entry for reduction node ``red`` in a target's ``dialect``."""
     op = red.op

@@ -86,3 +86,24 @@ def test_loops_over_size_one_dimensions_compile_quickly():
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int32, np.uint8])
+def test_a_min_beside_the_argmin_of_the_same_values_is_its_kept_value(dtype):
+    """``d.argmin(1)`` and ``d.min(1)`` in one kernel: the min keeps no state of
+    its own (reductions.ValueOfArg) and is NumPy's: NaN in a row with one,
+    ties, infinities; a max before its argmax, or a min over other axes, keeps its own."""
+    def fn(x):
+        d = x * x - x
+        return d.argmin(1), d.min(1), d.max(1), d.argmax(1), d.min(0), x.argmin(axis=None), x.min()
+
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((40, 7)) * 3).astype(dtype)
+    if np.dtype(dtype).kind == "f":
+        x[3, 2], x[5, 0], x[5, 6], x[7, 4], x[8] = np.nan, np.inf, np.nan, -np.inf, 1.0  # (row 8: all ties)
+    for g, w in zip(braze.compile(fn, target="cpu")(x), fn(x)):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)
+    pair = braze.compile(lambda x: ((x * x - x).argmin(1), (x * x - x).min(1)), target="cpu")
+    source = pair.lower(x).source
+    assert "acc1" not in source and "fkey" not in source  # (one accumulator: the argmin's)

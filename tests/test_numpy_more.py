@@ -27,6 +27,11 @@ CASES = {
     "roll": (lambda x: np.roll(x, 2), [X]),
     "roll_axis": (lambda x: np.roll(x, -1, axis=1), [X]),
     "roll_tuple": (lambda x: np.roll(x, (1, 7), axis=(0, 1)), [X]),
+    "insert_front": (lambda v: np.cumsum(np.insert(v, 0, 0.0)), [V]),
+    "insert_values_cast": (lambda x: np.insert(x, -1, [2.7, -1.5]), [XI]),
+    "insert_axis1": (lambda x: np.insert(x, 2, x[:, 0], axis=1), [X]),
+    "insert_column_values": (lambda x: np.insert(x, 1, [[1.0], [2.0]], axis=1), [X3[0]]),
+    "insert_flat_end": (lambda x: np.insert(x, x.size, True), [XB]),
     "diff": (np.diff, [X]),
     "diff_n2_axis0": (lambda x: np.diff(x, n=2, axis=0), [X]),
     "diff_bool": (np.diff, [XB]),
@@ -111,6 +116,15 @@ def test_matches_numpy(name, target):
     _same(f(*args), want)
 
 
+def test_insert_elsewhere_is_a_graph_break_and_bad_indices_raise_as_numpy():
+    fn = braze.compile(lambda v: np.insert(v, [1, 3], -1.0), target="cpu")
+    np.testing.assert_array_equal(fn(V), np.insert(V, [1, 3], -1.0))
+    assert "host_call" in fn.lower(V).plan
+    for index in (6, -6):
+        with pytest.raises(IndexError, match=f"index {index} is out of bounds for axis 0 with size 5"):
+            braze.compile(lambda v: np.insert(v, index, 0.0), target="cpu")(V)
+
+
 def test_pad_modes_match_numpy_for_widths_beyond_the_axis():
     x = np.arange(4.0)
     for mode in ("edge", "reflect", "symmetric", "wrap"):
@@ -131,7 +145,7 @@ def test_flip_is_a_view_that_writes_through():
     np.testing.assert_array_equal(a, b)
 
 
-DIFFERENTIABLE = ["sort", "partition", "partition_kths_axis0", "flip_axis", "rot90", "roll_tuple", "diff_n2_axis0", "trace", "diag_k", "diag_of_matrix",
+DIFFERENTIABLE = ["insert_axis1", "sort", "partition", "partition_kths_axis0", "flip_axis", "rot90", "roll_tuple", "diff_n2_axis0", "trace", "diag_k", "diag_of_matrix",
                   "repeat_counts", "tile_2d", "pad_reflect", "pad_constant", "select", "cross", "kron",
                   "column_stack", "rollaxis", "sinc", "gradient_edge_order2", "cov", "corrcoef",
                   "linspace_arrays"]

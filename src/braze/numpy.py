@@ -18,7 +18,7 @@ import operator
 import numpy as np
 
 from .core import bind
-from .errors import DTypeError, ShapeError, UnsupportedOpError, where as _where
+from .errors import DTypeError, IndexOutOfRangeError, ShapeError, UnsupportedOpError, where as _where
 from .ops._util import normalize_axes, normalize_axis
 from .ops.elementwise import BINARY, UNARY
 from .ops._util import broadcast_shape
@@ -1088,6 +1088,32 @@ def append(arr, values, axis=None):
         values = ravel(asarray(values))
         return concatenate((arr, values), axis=0)
     return concatenate((arr, values), axis=axis)
+
+
+def insert(arr, obj, values, axis=None):
+    """``np.insert`` at one static index (``np.insert(x, 0, 0.0)`` before a
+    cumsum): the values, cast to the array's dtype as NumPy casts them,
+    concatenated between the array's two parts. Other indices (a sequence, a
+    slice, a traced value) are a graph break."""
+    if isinstance(obj, (bool, np.bool_)) or not isinstance(obj, (int, np.integer)):
+        raise _unsupported("insert", "obj", "one integer index is traced; other indices run as a graph break")
+    arr = asarray(arr)
+    if axis is None:
+        arr = ravel(arr) if _ndim(arr) != 1 else arr
+        axis = _ndim(arr) - 1
+    shape = _shape(arr)
+    axis = normalize_axis("insert", axis, len(shape), shape)
+    n, index = shape[axis], int(obj)
+    if not -n <= index <= n:
+        raise IndexOutOfRangeError(f"insert: index {index} is out of bounds for axis {axis} with size {n}"
+                                   f"{_where()}")
+    index += n if index < 0 else 0
+    values = array(values, dtype=_dtype(arr), copy=None, ndmin=len(shape))
+    values = moveaxis(values, 0, axis)  # (NumPy: a scalar index inserts like arr[:, [i], :] = values)
+    new = shape[:axis] + (_shape(values)[axis],) + shape[axis + 1:]
+    head = (slice(None),) * axis
+    parts = (_index(arr, head + (slice(0, index),)), broadcast_to(values, new), _index(arr, head + (slice(index, None),)))
+    return concatenate(parts, axis=axis)
 
 
 class _AxisConcatenator:

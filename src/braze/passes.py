@@ -197,6 +197,8 @@ def inline_composites(graph: Graph, record: dict | None = None, prefix: tuple = 
     g = rewrite(graph, splice)
     if _bodies is not None:
         return g  # the outermost call resolves captures and picks
+    if g is graph:
+        return graph  # (no composite: nothing to resolve, the same graph)
     return _resolve_inlined(g, graph, bodies)
 
 
@@ -318,7 +320,9 @@ def lift_rotations(graph: Graph) -> Graph:
     slices and concatenated, is that value computed from rotations of its
     operands: the same operations on the same elements, and a rotation of an
     array is what a kernel reads by index (targets/cpu.py) rather than a
-    concatenation written out. Trees of at most SINK_BUDGET ops."""
+    concatenation written out. So is a rotation of such a value the slices
+    were not sunk through (the outer roll of ``np.roll(np.roll(b, 1, 0), 1,
+    1)``, the inner lifted first). Trees of at most SINK_BUDGET ops."""
 
     def lifted(p: Node, q: Node, ax: int, shape: tuple, budget: list) -> Node | None:
         if p.op == "slice" and q.op == "slice":
@@ -341,9 +345,30 @@ def lift_rotations(graph: Graph) -> Graph:
             ins.append(r)
         return Node(p.op, tuple(ins), p.params, Aval(shape, p.aval.dtype, p.aval.weak))
 
+    def rotated(x: Node, ax: int, a: int, budget: list) -> Node:
+        """``x`` rotated: a cheap elementwise value computed from its operands
+        rotated (within the budget), anything else as the concatenation."""
+        if x.op in SINK_OPS and not isinstance(x.aval, tuple) and budget[0] > 0 \
+                and all(i.aval.ndim == 0 or i.aval.shape == x.aval.shape for i in x.inputs):
+            budget[0] -= 1
+            return Node(x.op, tuple(i if i.aval.ndim == 0 else rotated(i, ax, a, budget) for i in x.inputs),
+                        x.params, x.aval)
+        shape = tuple(x.aval.shape)
+        part = [(0, d, 1) for d in shape]
+        head, tail = list(part), list(part)
+        head[ax], tail[ax] = (a, shape[ax], 1), (0, a, 1)
+        pieces = [Node.make("slice", (x,), Aval(tuple(e - b for b, e, _ in p), x.aval.dtype, x.aval.weak),
+                            slices=tuple(p)) for p in (head, tail)]
+        return Node.make("concatenate", pieces, x.aval, axis=ax)
+
     def visit(node: Node) -> Node:
-        if node.op != "concatenate" or len(node.inputs) != 2 or rotation(node) is not None \
-                or node.inputs[0].op not in SINK_OPS:
+        if node.op != "concatenate" or len(node.inputs) != 2:
+            return node
+        rot = rotation(node)
+        if rot is not None:  # a rotation of a value: of its operands, when it is cheap
+            base, ax, a = rot
+            return rotated(base, ax, a, [SINK_BUDGET]) if base.op in SINK_OPS else node
+        if node.inputs[0].op not in SINK_OPS:
             return node
         p, q = node.inputs
         return lifted(p, q, node.kw["axis"], tuple(node.aval.shape), [SINK_BUDGET]) or node

@@ -208,6 +208,7 @@ class _Iteration:
     interior: list     # the nodes only this update's value uses, topological
     windows: list      # interior slices of leaves (or of the array updated) at offsets
     consts: list = None  # the scalar constants the interior reads, in order (compared by value apart)
+    shared: bool = False  # a value other iterations read too was left a leaf (``recompute`` would take it in)
 
 
 def _iteration(update: Node, index, uses, recompute: bool = False) -> _Iteration | None:
@@ -249,6 +250,7 @@ def _iteration_of(value: Node, dst: Node, region, index, uses, recompute: bool =
                 stack.append(i)
                 if len(taken) > MAX_INTERIOR:
                     return None
+    shared = False
     users_inside: dict[int, int] = {id(value): 1}
     inside: set[int] = set()
     interior = []
@@ -256,9 +258,12 @@ def _iteration_of(value: Node, dst: Node, region, index, uses, recompute: bool =
         inner = users_inside.get(id(n), 0)
         if n is dst or n.op in _SOURCES or not inner:
             continue
-        if inner != uses[id(n)] and not (n.op == "slice" or n.op == "reshape" and n.inputs[0].op == "slice") \
-                and not (recompute and _recomputable(n, value)):
-            continue  # (a window other iterations read too, interned once, is sliced again by each)
+        if inner != uses[id(n)] and not (n.op == "slice" or n.op == "reshape" and n.inputs[0].op == "slice"):
+            if not _recomputable(n, value):
+                continue
+            if not recompute:
+                shared = True
+                continue  # (a window other iterations read too, interned once, is sliced again by each)
         if n.op in _STATEFUL:
             return None
         interior.append(n)
@@ -269,7 +274,7 @@ def _iteration_of(value: Node, dst: Node, region, index, uses, recompute: bool =
         return None  # the value is read elsewhere, or the array updated is read outside this iteration
     interior.reverse()
     ref: dict[int, tuple] = {}
-    it = _Iteration((), [], {}, interior, [], [])
+    it = _Iteration((), [], {}, interior, [], [], shared)
     sig = []
     for n in interior:
         base = n.inputs[0] if n.inputs else None
@@ -440,8 +445,8 @@ def _alike_runs(make, count: int, start: int) -> tuple[list, list]:
         at = e
     gaps.append((at, count))
     for s, e in gaps:
-        if e - s < MIN_RUN:
-            continue
+        if e - s < MIN_RUN or not any(it is None or it.shared for it in its[s:e]):
+            continue  # (alike iterations that differ for other reasons: no second walk)
         again = [make(k, True) for k in range(s, e)]
         for a, b in _runs(again, 0):
             its[s + a:s + b] = again[a:b]

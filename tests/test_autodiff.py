@@ -599,9 +599,11 @@ def _mlp_reference(params, x, labels):
 
 def test_paired_mlp_forward_backward_on_cpu():
     r = _rng(11)
-    x = r.normal(size=(6, 5))
-    params = (r.normal(size=(5, 4)) * 0.5, r.normal(size=(4, 3)) * 0.5)
-    labels = np.array([0, 2, 1, 1, 0, 2])
+    # (every contraction longer than SMALL_CONTRACTION: BLAS, not products written out)
+    n, d, h, c = 12, 11, 10, 7
+    x = r.normal(size=(n, d))
+    params = (r.normal(size=(d, h)) * 0.5, r.normal(size=(h, c)) * 0.5)
+    labels = np.array([0, 2, 1, 1, 0, 2] * 2)
     f = braze.compile(_mlp_loss, target="cpu")
     loss, back = f.vjp(params, x, labels)
     assert_close(loss, _mlp_loss(params, x, labels))
@@ -616,7 +618,7 @@ def test_paired_mlp_forward_backward_on_cpu():
     assert "matmul" in lowered.forward.plan and "matmul" in lowered.backward.plan
     # residuals: the hidden layer before and after GELU, the softmax numerator and
     # its row sums; GELU's elementwise derivative pieces are recomputed, not saved
-    assert lowered.residual_bytes <= 2 * (6 * 4 * 8) + 6 * 3 * 8 + 6 * 8, str(lowered)
+    assert lowered.residual_bytes <= 2 * (n * h * 8) + n * c * 8 + n * 8, str(lowered)
 
 
 def test_paired_residuals_recompute_elementwise_values():

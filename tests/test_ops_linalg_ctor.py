@@ -338,3 +338,67 @@ def test_matmul_hands_blas_dense_operands(monkeypatch):
     f = braze.compile(lambda A: A @ np.ones(A.shape[1]) + np.ones(3) @ A[:, :3], target="cpu")
     np.testing.assert_allclose(f(A), A @ np.ones(4) + np.ones(3) @ A[:, :3])
     assert seen and all(0 not in sa and 0 not in sb for sa, sb in seen), seen
+
+
+# ---------------------------------------------------------------- contractions written out
+
+
+SMALL = [
+    ("matmul K=1 outer", lambda a, b: a @ b, ((5, 1), (1, 4))),
+    ("matmul K=3 batch broadcast", lambda a, b: a @ b, ((2, 1, 4, 3), (3, 3, 5))),
+    ("matmul K=6 transposed operand", lambda a, b: a.T @ b, ((6, 4), (6, 5))),
+    ("einsum conv channels", lambda a, b: np.einsum("nchw,fc->nfhw", a, b), ((2, 3, 4, 5), (6, 3))),
+    ("einsum output order", lambda a, b: np.einsum("ij,jk->ki", a, b), ((4, 2), (2, 5))),
+    ("einsum size-1 own axis", lambda a, b: np.einsum("ijz,jk->ik", a, b), ((3, 2, 1), (2, 4))),
+    ("einsum two letters", lambda a, b: np.einsum("iab,abj->ji", a, b), ((3, 2, 3), (2, 3, 4))),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64, np.bool_])
+@pytest.mark.parametrize("name,fn,shapes", SMALL, ids=[s[0] for s in SMALL])
+def test_small_contractions_are_written_out_and_match_numpy(name, fn, shapes, dtype):
+    """A contraction over at most SMALL_CONTRACTION elements is products and
+    sums (passes.small_contractions): no BLAS call left, NumPy's values (ints
+    and bools exactly; floats to the order of their sum), dtype and shape,
+    with NaN and inf and non-contiguous operands."""
+    rng = np.random.default_rng(3)
+    a, b = ((rng.standard_normal(s) * 3).astype(dtype) if dtype != np.bool_ else rng.random(s) < 0.5
+            for s in shapes)
+    if dtype in (np.float64, np.float32):
+        a.flat[0], b.flat[-1] = np.nan, np.inf
+        a = np.asfortranarray(a)
+    f = braze.compile(fn, target="cpu")
+    got, want = f(a, b), fn(a, b)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    if dtype in (np.float64, np.float32):
+        np.testing.assert_allclose(got, want, rtol=8 * np.finfo(dtype).eps, atol=8 * np.finfo(dtype).eps)
+    else:
+        np.testing.assert_array_equal(got, want)
+    plan = f.lower(a, b).plan
+    assert "matmul" not in plan and "einsum" not in plan, plan
+
+
+def test_longer_contractions_and_diagonals_stay_blas_and_einsum():
+    from braze.passes import SMALL_CONTRACTION
+
+    x = np.random.default_rng(4).standard_normal((5, SMALL_CONTRACTION + 1))
+    f = braze.compile(lambda a: (a @ a.T, np.einsum("ii->i", a[:, :5]), np.einsum("ij->i", a[:, :3])), target="cpu")
+    plan = f.lower(x).plan
+    assert "matmul" in plan
+    for g, w in zip(f(x), (x @ x.T, np.einsum("ii->i", x[:, :5]), np.einsum("ij->i", x[:, :3]))):
+        np.testing.assert_allclose(g, w, rtol=1e-13)
+
+
+def test_gradient_through_a_written_out_contraction():
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((4, 3)), rng.standard_normal((3, 5))
+
+    def loss(a, b):
+        return np.sum(np.tanh(np.einsum("ij,jk->ik", a, b)) ** 2) + np.sum((a @ b[:, :2]) ** 3)
+
+    ga = braze.compile(braze.grad(loss), target="cpu")(a, b)
+    eps = 1e-6
+    for i, j in [(0, 0), (3, 2), (1, 1)]:
+        d = np.zeros_like(a)
+        d[i, j] = eps
+        np.testing.assert_allclose(ga[i, j], (loss(a + d, b) - loss(a - d, b)) / (2 * eps), rtol=1e-6, atol=1e-8)

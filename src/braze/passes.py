@@ -147,6 +147,109 @@ def _reshape(x: Node, shape: tuple) -> Node:
     return Node.make("reshape", (x,), Aval(shape, x.aval.dtype, x.aval.weak), shape=shape)
 
 
+# A matmul or einsum contracting at most this many elements per result
+# element is its products and sums written out (see small_contractions):
+# about where a fused loop's multiply-adds per element cost what writing the
+# element costs (a BLAS call's result, written whole, then read again).
+SMALL_CONTRACTION = 6
+
+
+def small_contractions(graph: Graph) -> Graph:
+    """A contraction over at most SMALL_CONTRACTION elements (``x[:, None] @
+    y[None]``, a convolution written as a loop over kernel offsets whose
+    ``np.einsum("nchw,fc->nfhw", patch, w[:, :, i, j])`` contracts a few
+    channels) is its products and their sum written out as elementwise ops
+    over broadcast slices of the operands: fusion then computes it inside the
+    kernel around it (the convolution's loop becomes kernels reading the
+    image's windows by offset) instead of a BLAS call that contracts almost
+    nothing and writes its whole result. Sums in braze's order (one product,
+    then each next added), as the numerics contract lets a matmul's; so only
+    compiling targets run it (``pipeline.fused``): the generic target's
+    contractions stay NumPy's, bit for bit."""
+
+    def visit(node: Node) -> Node:
+        if node.op == "matmul" and len(node.inputs) == 2:
+            a, b = node.inputs
+            if a.aval.ndim < 2 or b.aval.ndim < 2:
+                return node
+            k = a.aval.shape[-1]
+            if not 1 <= k <= SMALL_CONTRACTION or not _plain_operands(node):
+                return node
+            terms = []
+            for t in range(k):
+                at = _slice_at(a, {a.aval.ndim - 1: t})
+                bt = _slice_at(b, {b.aval.ndim - 2: t})
+                terms.append(Node.make("multiply", (at, bt), Aval(node.aval.shape, node.aval.dtype, False)))
+            return _summed(terms, node.aval)
+        if node.op == "einsum":
+            return _einsum_written_out(node) or node
+        return node
+
+    return rewrite(graph, visit)
+
+
+def _plain_operands(node: Node) -> bool:
+    dt = np.dtype(node.aval.dtype)
+    return (not isinstance(node.aval, tuple) and dt.kind in "biuf"
+            and all(np.dtype(i.aval.dtype) == dt for i in node.inputs))
+
+
+def _slice_at(x: Node, fixed: dict) -> Node:
+    """``x`` with axis ``d`` taken at ``fixed[d]`` (kept, size 1)."""
+    if all(x.aval.shape[d] == 1 for d in fixed):
+        return x
+    slices = tuple((fixed[d], fixed[d] + 1, 1) if d in fixed else (0, n, 1) for d, n in enumerate(x.aval.shape))
+    shape = tuple(1 if d in fixed else n for d, n in enumerate(x.aval.shape))
+    return Node.make("slice", (x,), Aval(shape, x.aval.dtype, x.aval.weak), slices=slices)
+
+
+def _summed(terms: list, aval) -> Node:
+    total = terms[0]
+    for t in terms[1:]:
+        total = Node.make("add", (total, t), Aval(aval.shape, aval.dtype, False))
+    return total
+
+
+def _einsum_written_out(node: Node) -> Node | None:
+    import itertools
+
+    from .ops.linalg import parse_einsum
+
+    if len(node.inputs) != 2 or not _plain_operands(node):
+        return None
+    ins, out = parse_einsum(node.kw["subscripts"])
+    if len(set(out)) != len(out) or any(len(set(spec)) != len(spec) for spec in ins):
+        return None  # (diagonals: left to einsum)
+    sizes = {}
+    for spec, x in zip(ins, node.inputs):
+        sizes.update(zip(spec, x.aval.shape))
+    summed = [c for c in sizes if c not in out]
+    if any(sizes[c] != 1 and not (c in ins[0] and c in ins[1]) for c in summed):
+        return None  # (a sum over one operand's own axis: a reduction, left to einsum)
+    count = int(np.prod([sizes[c] for c in summed], dtype=np.int64))
+    if not 1 <= count <= SMALL_CONTRACTION:
+        return None
+
+    def aligned(x: Node, spec: str, at: dict) -> Node:
+        """Operand ``x`` at the summed letters' values ``at``, its other axes
+        in the output's order, size 1 where the output has a letter it lacks."""
+        x = _slice_at(x, {d: at[c] for d, c in enumerate(spec) if c in at})
+        rest = [c for c in spec if c not in at]
+        x = _reshape(x, tuple(sizes[c] for c in rest))
+        order = sorted(range(len(rest)), key=lambda d: out.index(rest[d]))
+        if order != list(range(len(rest))):
+            x = Node.make("transpose", (x,), Aval(tuple(x.aval.shape[d] for d in order), x.aval.dtype, x.aval.weak),
+                          perm=tuple(order))
+        return _reshape(x, tuple(sizes[c] if c in rest else 1 for c in out))
+
+    terms = []
+    for values in itertools.product(*[range(sizes[c]) for c in summed]):
+        at = dict(zip(summed, values))
+        a, b = (aligned(x, spec, at) for x, spec in zip(node.inputs, ins))
+        terms.append(Node.make("multiply", (a, b), Aval(node.aval.shape, node.aval.dtype, False)))
+    return _summed(terms, node.aval)
+
+
 def simplify_bodies(graph: Graph) -> Graph:
     """Run the passes inside every composite's body too."""
 

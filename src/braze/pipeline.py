@@ -32,7 +32,7 @@ from .fusion import fuse
 from .fusion import unfused as one_step_per_op
 from .graph import Graph, collector_paused
 from .log import logger
-from .passes import inline_composites, run_passes
+from .passes import inline_composites, run_passes, small_contractions
 from .reroll import reroll
 from .select import select
 from .tracing import trace_flat
@@ -171,11 +171,12 @@ def _odd_argument_error(name: str, call: calling.Call, exc: Exception) -> TraceE
 def fused(graph: Graph, record: dict | None = None, compact: bool = False, roll=None) -> Fused:
     """The front half of a compiling target's ``lower``: composites left by
     selection inlined (``record``: site -> the nodes computing its results),
-    the passes rerun over the inlined bodies, runs of alike loop iterations
+    the passes rerun over the inlined bodies, short contractions written out
+    (``passes.small_contractions``), runs of alike loop iterations
     re-rolled (``roll``: the target's ``compile_template``, see ``reroll``),
     the graph fused into loops (``compact``: the target has count-then-fill
     kernels, see ``fuse``)."""
-    graph = _inlined(graph, record)
+    graph = small_contractions(_inlined(graph, record))
     if roll is not None:
         graph = reroll(graph, roll)
     return fuse(graph, compact)

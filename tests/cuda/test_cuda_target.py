@@ -87,9 +87,11 @@ CASES = {
               [_f64(6, 4)]),
     "broadcast view": (lambda x, b: np.broadcast_to(b, (3, 4)) * x.T, [_f64(4, 3), _f64(4)]),
     # externs
-    "matmul": (lambda a, b: (a @ b, a.T @ a, np.tanh(a @ b) + 1), [_f32(5, 17), _f32(17, 3)]),
+    # (contracting more than passes.SMALL_CONTRACTION elements: the device matmul, not products written out)
+    "matmul": (lambda a, b: (a @ b, a.T @ a, np.tanh(a @ b) + 1), [_f32(7, 17), _f32(17, 3)]),
     "matmul batched and vectors": (lambda a, b, v: (a @ b, v @ b, a @ v[:, None], v @ b[0]),
-                                   [_f64(2, 3, 4), _f64(2, 4, 5), _f64(4)]),
+                                   [_f64(2, 3, 8), _f64(2, 8, 5), _f64(8)]),
+    "short contractions": (lambda a, b: (a @ b, np.einsum("ij,jk->ki", a, b)), [_f64(5, 3), _f64(3, 4)]),
     "gather and updates": (lambda x, i: (x[i], np.take_along_axis(x, np.abs(i[:, None]) % 4, axis=-1),
                                          np.concatenate([x, x * 2], axis=0)), [_f64(5, 4), np.array([0, 3, -1, 2, 4])]),
 }

@@ -158,7 +158,7 @@ def _slice_vjp(ct, x, *, out, slices):
 
 
 declare("slice", "index", abstract=_slice_abstract, impl=lambda x, *, slices: np.asarray(x)[_slices(slices)],
-        vjp=_slice_vjp, flags=("layout",),
+        vjp=_slice_vjp, flags=("layout", "recomputable"),
         view=lambda base, value, *, slices: update_slice(base, value, slices),
         strides=lambda strides, avals, params, aval: layout.sliced(strides[0], params["slices"]))
 

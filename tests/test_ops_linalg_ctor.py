@@ -343,20 +343,22 @@ def test_matmul_hands_blas_dense_operands(monkeypatch):
 # ---------------------------------------------------------------- contractions written out
 
 
-SMALL = [
-    ("matmul K=1 outer", lambda a, b: a @ b, ((5, 1), (1, 4))),
-    ("matmul K=3 batch broadcast", lambda a, b: a @ b, ((2, 1, 4, 3), (3, 3, 5))),
-    ("matmul K=6 transposed operand", lambda a, b: a.T @ b, ((6, 4), (6, 5))),
-    ("einsum conv channels", lambda a, b: np.einsum("nchw,fc->nfhw", a, b), ((2, 3, 4, 5), (6, 3))),
-    ("einsum output order", lambda a, b: np.einsum("ij,jk->ki", a, b), ((4, 2), (2, 5))),
-    ("einsum size-1 own axis", lambda a, b: np.einsum("ijz,jk->ik", a, b), ((3, 2, 1), (2, 4))),
-    ("einsum two letters", lambda a, b: np.einsum("iab,abj->ji", a, b), ((3, 2, 3), (2, 3, 4))),
+SMALL = [  # (name, fn, shapes, written out)
+    ("matmul K=1 outer", lambda a, b: a @ b, ((5, 1), (1, 4)), True),
+    ("matmul K=3 batch broadcast", lambda a, b: a @ b, ((2, 1, 4, 3), (3, 3, 5)), True),
+    ("matmul K=6 transposed operand", lambda a, b: a.T @ b, ((6, 4), (6, 5)), True),
+    ("einsum conv channels", lambda a, b: np.einsum("nchw,fc->nfhw", a, b), ((2, 3, 4, 5), (6, 3)), True),
+    ("einsum size-1 own axis", lambda a, b: np.einsum("ijz,jk->ik", a, b), ((3, 2, 1), (2, 4)), True),
+    ("einsum two letters", lambda a, b: np.einsum("iab,abj->ij", a, b), ((3, 2, 3), (2, 3, 4)), True),
+    # read with a stride along the result's last axis: left to BLAS (see passes._strided_last)
+    ("matmul of a transposed right operand", lambda a, b: a @ b.T, ((5, 3), (4, 3)), False),
+    ("einsum output order", lambda a, b: np.einsum("ij,jk->ki", a, b), ((4, 2), (2, 5)), False),
 ]
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64, np.bool_])
-@pytest.mark.parametrize("name,fn,shapes", SMALL, ids=[s[0] for s in SMALL])
-def test_small_contractions_are_written_out_and_match_numpy(name, fn, shapes, dtype):
+@pytest.mark.parametrize("name,fn,shapes,written", SMALL, ids=[s[0] for s in SMALL])
+def test_small_contractions_are_written_out_and_match_numpy(name, fn, shapes, written, dtype):
     """A contraction over at most SMALL_CONTRACTION elements is products and
     sums (passes.small_contractions): no BLAS call left, NumPy's values (ints
     and bools exactly; floats to the order of their sum), dtype and shape,
@@ -375,7 +377,7 @@ def test_small_contractions_are_written_out_and_match_numpy(name, fn, shapes, dt
     else:
         np.testing.assert_array_equal(got, want)
     plan = f.lower(a, b).plan
-    assert "matmul" not in plan and "einsum" not in plan, plan
+    assert ("matmul" not in plan and "einsum" not in plan) == written, plan
 
 
 def test_longer_contractions_and_diagonals_stay_blas_and_einsum():

@@ -173,7 +173,7 @@ def small_contractions(graph: Graph) -> Graph:
             if a.aval.ndim < 2 or b.aval.ndim < 2:
                 return node
             k = a.aval.shape[-1]
-            if not 1 <= k <= SMALL_CONTRACTION or not _plain_operands(node):
+            if not 1 <= k <= SMALL_CONTRACTION or not _plain_operands(node) or _strided_last(b):
                 return node
             terms = []
             for t in range(k):
@@ -186,6 +186,16 @@ def small_contractions(graph: Graph) -> Graph:
         return node
 
     return rewrite(graph, visit)
+
+
+def _strided_last(x: Node) -> bool:
+    """Whether ``x`` (through slices) is a transpose moving its last axis: the
+    loop along the result's last axis would then read it with a stride (a
+    gather per element, where BLAS packs it first: ``A @ B.T`` over (1000, 3)
+    points ran 3x slower written out)."""
+    while x.op == "slice":
+        x = x.inputs[0]
+    return x.op == "transpose" and x.kw["perm"][-1] != x.aval.ndim - 1
 
 
 def _plain_operands(node: Node) -> bool:
@@ -229,6 +239,9 @@ def _einsum_written_out(node: Node) -> Node | None:
     count = int(np.prod([sizes[c] for c in summed], dtype=np.int64))
     if not 1 <= count <= SMALL_CONTRACTION:
         return None
+    last = out[-1] if out else None
+    if any(last in spec and (spec[-1] != last or _strided_last(x)) for spec, x in zip(ins, node.inputs)):
+        return None  # (an operand read with a stride along the result's last axis: see _strided_last)
 
     def aligned(x: Node, spec: str, at: dict) -> Node:
         """Operand ``x`` at the summed letters' values ``at``, its other axes

@@ -27,6 +27,11 @@ CASES = {
     "roll": (lambda x: np.roll(x, 2), [X]),
     "roll_axis": (lambda x: np.roll(x, -1, axis=1), [X]),
     "roll_tuple": (lambda x: np.roll(x, (1, 7), axis=(0, 1)), [X]),
+    "convolve_full": (lambda v: np.convolve(v, v[:3]), [V]),
+    "convolve_same_swapped": (lambda v: np.convolve(v[:2], v, mode="same"), [V]),
+    "convolve_valid_int": (lambda x: np.convolve(x[0], [1, -2, 1], mode="valid"), [XI]),
+    "convolve_moving_average": (lambda v: np.convolve(v, np.ones(4) / 4, mode="valid"), [V]),
+    "convolve_bool_scalar": (lambda x: np.convolve(x[1], True), [XB]),
     "insert_front": (lambda v: np.cumsum(np.insert(v, 0, 0.0)), [V]),
     "insert_values_cast": (lambda x: np.insert(x, -1, [2.7, -1.5]), [XI]),
     "insert_axis1": (lambda x: np.insert(x, 2, x[:, 0], axis=1), [X]),
@@ -116,6 +121,23 @@ def test_matches_numpy(name, target):
     _same(f(*args), want)
 
 
+def test_convolve_with_a_long_kernel_is_a_graph_break_and_bad_input_raises_as_numpy():
+    from braze.numpy import CONVOLVE_TAPS
+
+    x = np.random.default_rng(2).standard_normal(3 * CONVOLVE_TAPS)
+    f = braze.compile(lambda a: np.convolve(a, a[:CONVOLVE_TAPS + 1], mode="same"), target="cpu")
+    np.testing.assert_allclose(f(x), np.convolve(x, x[:CONVOLVE_TAPS + 1], mode="same"), rtol=1e-12)
+    assert "host_call" in f.lower(x).plan
+    for fn, message in [(lambda a: np.convolve(a, a, mode="wide"), "mode must be one of"),
+                        (lambda a: np.convolve(a[:0], a), "a cannot be empty"),
+                        (lambda a: np.convolve(a, a[:0]), "v cannot be empty"),
+                        (lambda a: np.convolve(a.reshape(2, -1), a), "object too deep")]:
+        with pytest.raises(ValueError, match=message):
+            fn(x)  # (NumPy's own)
+        with pytest.raises(ValueError, match=message):
+            braze.compile(fn, target="cpu", fullgraph=True)(x)
+
+
 def test_insert_elsewhere_is_a_graph_break_and_bad_indices_raise_as_numpy():
     fn = braze.compile(lambda v: np.insert(v, [1, 3], -1.0), target="cpu")
     np.testing.assert_array_equal(fn(V), np.insert(V, [1, 3], -1.0))
@@ -145,7 +167,7 @@ def test_flip_is_a_view_that_writes_through():
     np.testing.assert_array_equal(a, b)
 
 
-DIFFERENTIABLE = ["insert_axis1", "sort", "partition", "partition_kths_axis0", "flip_axis", "rot90", "roll_tuple", "diff_n2_axis0", "trace", "diag_k", "diag_of_matrix",
+DIFFERENTIABLE = ["insert_axis1", "convolve_full", "convolve_same_swapped", "sort", "partition", "partition_kths_axis0", "flip_axis", "rot90", "roll_tuple", "diff_n2_axis0", "trace", "diag_k", "diag_of_matrix",
                   "repeat_counts", "tile_2d", "pad_reflect", "pad_constant", "select", "cross", "kron",
                   "column_stack", "rollaxis", "sinc", "gradient_edge_order2", "cov", "corrcoef",
                   "linspace_arrays"]

@@ -1090,6 +1090,48 @@ def append(arr, values, axis=None):
     return concatenate((arr, values), axis=axis)
 
 
+# np.convolve with a longer kernel than this runs as NumPy's (a graph break).
+CONVOLVE_TAPS = 64
+
+
+def convolve(a, v, mode="full"):
+    """``np.convolve`` with a kernel of at most CONVOLVE_TAPS taps: each output
+    the sum of the taps' products with windows of the longer operand shifted
+    one element apart (``a[j:j + n] * v[m - 1 - j]``), which fusion reads by
+    offset in one kernel (a moving average, a FIR filter). NumPy's dtype,
+    length and errors for every mode; the sum's order is braze's, as for any
+    reduction."""
+    if mode not in ("full", "same", "valid"):
+        raise ShapeError(f"mode must be one of 'valid', 'same', or 'full' (got {mode!r}){_where()}")
+    a, v = asarray(a), asarray(v)
+    a = reshape(a, (1,)) if _ndim(a) == 0 else a
+    v = reshape(v, (1,)) if _ndim(v) == 0 else v
+    if _ndim(a) > 1 or _ndim(v) > 1:
+        raise ShapeError(f"convolve: object too deep for desired array{_where()}")
+    if not _shape(a)[0]:
+        raise ShapeError(f"convolve: a cannot be empty{_where()}")
+    if not _shape(v)[0]:
+        raise ShapeError(f"convolve: v cannot be empty{_where()}")
+    if _shape(v)[0] > _shape(a)[0]:
+        a, v = v, a
+    n, m = _shape(a)[0], _shape(v)[0]
+    if m > CONVOLVE_TAPS:
+        raise _unsupported("convolve", "v", f"kernels of at most {CONVOLVE_TAPS} taps are traced; "
+                           "a longer one runs as NumPy's convolve (a graph break)")
+    if mode != "valid" and m > 1:
+        pad = zeros(m - 1, dtype=_dtype(a))
+        a = concatenate((pad, a, pad))
+    length = _shape(a)[0] - m + 1
+    total = None
+    for j in range(m):
+        term = _index(a, (slice(j, j + length),)) * _index(v, (m - 1 - j,))
+        total = term if total is None else total + term
+    if mode == "same":
+        start = (m - 1) // 2
+        total = _index(total, (slice(start, start + n),))
+    return total
+
+
 def insert(arr, obj, values, axis=None):
     """``np.insert`` at one static index (``np.insert(x, 0, 0.0)`` before a
     cumsum): the values, cast to the array's dtype as NumPy casts them,

@@ -63,9 +63,8 @@ def compile_template(spec: Rolled, leaves, iterations: int) -> object | None:
         return f"{base}[{', '.join(index)}]"
 
     extents, steps = spec.region or (tuple(spec.template.outputs[0].aval.shape), ())
-    region = ", ".join(_slice(f"p[{cols[-1] + d}]", e, s) for d, (e, s) in enumerate(zip(extents, steps)))
     size = int(np.prod(extents, dtype=np.int64))
-    store = _store(extents, steps, cols[-1], region) if spec.region is not None else []
+    store = _store(extents, steps, cols[-1]) if spec.region is not None else []
     if ks is None:  # (copied first: the window may overlap the region)
         step = [f"o0 = {window(inputs[id(out)])}.copy().reshape({size})", *store]
         consts, work, scratch = [], size, []
@@ -161,13 +160,13 @@ def _carry_runner(ks, args: list, consts: list, shape: tuple, dtype: str, nleave
     return runner
 
 
-def _store(extents: tuple, steps: tuple, col: int, region: str) -> list[str]:
+def _store(extents: tuple, steps: tuple, col: int) -> list[str]:
     """Lines storing the flat scratch buffer ``o0`` into the region at row
     ``p``'s offsets (columns from ``col``): a loop per dimension longer than
     one, element by element. (numba's ``dst[a:b, c:d] = o0.reshape(...)``, a
     broadcasting slice assignment, took 3.3 s to compile, each rolled loop.)"""
     if not extents:
-        return [f"dst[{region}] = o0.reshape(())"] if region else ["dst[()] = o0[0]"]
+        return ["dst[()] = o0[0]"]
     lines, flat, indent = [], "0", ""
     index = []
     for d, (e, st) in enumerate(zip(extents, steps)):

@@ -5,6 +5,7 @@ every stage, so ``explain`` can print any of them.
 """
 from __future__ import annotations
 
+import itertools
 from typing import Callable
 
 import numpy as np
@@ -12,6 +13,7 @@ import numpy as np
 from .aval import Aval, python_scalar_type
 from .core import KIND, NUMPY_IMPL, with_flag
 from .graph import Graph, Literal, Node
+from .ops.linalg import parse_einsum
 
 
 def rewrite(graph: Graph, fn: Callable[[Node], Node]) -> Graph:
@@ -221,10 +223,6 @@ def _summed(terms: list, aval) -> Node:
 
 
 def _einsum_written_out(node: Node) -> Node | None:
-    import itertools
-
-    from .ops.linalg import parse_einsum
-
     if len(node.inputs) != 2 or not _plain_operands(node):
         return None
     ins, out = parse_einsum(node.kw["subscripts"])

@@ -189,7 +189,9 @@ def _rebased_writes(steps, reads, produced, readers, root_of, result: Plan, ninp
     before the last lived in (dead by then: the updates are in place, so
     nothing reads an old value after the next update), and the update copies
     only the region's complement across (a few rows). An even number of them
-    is rebased, so the last value ends in the argument: no copy back.
+    alternates between the two; an odd number (three or more) walks a second
+    pool buffer as well, so either way the last value ends in the argument
+    with no copy back.
 
     The conditions are ``_direct_writes``' but for the kernel's reads of the
     argument: an in-place update of a mutable argument (checked per call with
@@ -219,15 +221,19 @@ def _rebased_writes(steps, reads, produced, readers, root_of, result: Plan, ninp
             continue
         chains.setdefault(target, []).append(k)
     for target, ks in chains.items():
-        if len(ks) % 2:
-            ks = ks[1:]  # (the first stays a copy through a buffer: the last value ends in the argument)
-        if not ks:
-            continue
+        if len(ks) < 2:
+            continue  # (a single update stays a copy through a buffer: its value must end in the argument)
         node = steps[ks[0]].node
-        other = ("pool", len(result.pool))
-        result.pool.append((tuple(node.inputs[0].aval.shape), np.dtype(node.inputs[0].aval.dtype)))
-        for n, k in enumerate(ks):
-            result.rebased[k] = other if n % 2 == 0 else ("input", target)
+        buffers = []
+        for _ in range(1 + len(ks) % 2):
+            buffers.append(("pool", len(result.pool)))
+            result.pool.append((tuple(node.inputs[0].aval.shape), np.dtype(node.inputs[0].aval.dtype)))
+        if len(buffers) == 1:  # even: pool, argument, pool, ..., argument
+            memories = [buffers[0] if n % 2 == 0 else ("input", target) for n in range(len(ks))]
+        else:  # odd: pool, other pool, pool, ..., argument (each differs from the one before)
+            memories = [buffers[n % 2] for n in range(len(ks) - 1)] + [("input", target)]
+        for k, memory in zip(ks, memories):
+            result.rebased[k] = memory
             result.direct[reads[k][1]] = k
 
 

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 import braze
-from programs import gpt2, heat, lenet, ml, more, polybench, science, with_scipy
+from programs import everyday, gpt2, heat, lenet, ml, more, polybench, science, with_scipy
 
-MODULES = (polybench, lenet, heat, science, ml, more, with_scipy)
+MODULES = (polybench, lenet, heat, science, ml, more, with_scipy, everyday)
 EXAMPLES = {name: example for mod in MODULES for name, example in mod.EXAMPLES.items()}
 
 

@@ -137,9 +137,10 @@ def plan(program, slot_of: dict, donated: frozenset, mutable: frozenset) -> Plan
 
 
 def _carries(node) -> bool:
-    """A re-rolled loop carrying a value (``braze.reroll``): its result is a new
-    value, not its first input updated."""
-    return node.op == "rolled" and node.kw["spec"].carry
+    """A re-rolled loop carrying a value, or updating several arrays in lockstep
+    (``braze.reroll``): its result is a new value, or the tuple of the arrays,
+    not its first input updated."""
+    return node.op == "rolled" and (node.kw["spec"].carry or bool(node.kw["spec"].lockstep))
 
 
 # How far apart a kernel and the update storing its result may be for the

@@ -36,13 +36,17 @@ def compile_template(spec: Rolled, leaves, iterations: int) -> object | None:
     # template inputs: (the carried value: -1), the windows 0..nwin-1, the leaves
     inputs = {id(n): k - spec.carry for k, n in enumerate(spec.template.inputs)}
     views = {id(s.node): s.node for s in program.steps if isinstance(s, View)}
-    out = spec.template.outputs[0]  # the value stored: a kernel's output or a window, reshaped
-    while out.op == "reshape":
-        out = out.inputs[0]
+    outs = []  # the values stored (one per array of a lockstep loop): a kernel's outputs or a window, reshaped
+    for out in spec.template.outputs:
+        while out.op == "reshape":
+            out = out.inputs[0]
+        outs.append(out)
+    out = outs[0]
     loops = [s for s in program.steps if isinstance(s, Loop)]
-    if inputs.get(id(out), nwin) < nwin and not spec.carry:
+    if len(outs) == 1 and inputs.get(id(out), nwin) < nwin and not spec.carry:
         ks, loop = None, None  # a copy of a window
-    elif len(loops) == 1 and loops[0].outputs == [out] and all(isinstance(s, (Loop, View)) for s in program.steps):
+    elif len(loops) == 1 and sorted(map(id, loops[0].outputs)) == sorted(set(map(id, outs))) \
+            and len(set(map(id, outs))) == len(outs) and all(isinstance(s, (Loop, View)) for s in program.steps):
         loop = loops[0]
         if loop.perm is not None or loop.compact or needs_numpy(loop):
             return None
@@ -57,14 +61,18 @@ def compile_template(spec: Rolled, leaves, iterations: int) -> object | None:
         """Window ``w`` at row ``p``'s offsets; ``drop``: its size-1 dimensions indexed
         by an integer (the reshape dropping them, as NumPy's ``x[:, j]`` makes it)."""
         which, extents, steps = spec.windows[w]
-        base = ("c" if spec.carry else "dst") if which < 0 else f"l{which}"
+        base = f"l{which}" if which >= 0 else "c" if spec.carry else _dst(spec, -1 - which)
         index = [f"p[{cols[w] + d}]" if drop and e == 1 else _slice(f"p[{cols[w] + d}]", e, s)
                  for d, (e, s) in enumerate(zip(extents, steps))]
         return f"{base}[{', '.join(index)}]"
 
     extents, steps = spec.region or (tuple(spec.template.outputs[0].aval.shape), ())
     size = int(np.prod(extents, dtype=np.int64))
-    store = _store(extents, steps, cols[-1]) if spec.region is not None else []
+    store, col = [], cols[-1]  # each array's region, from the scratch buffer of the kernel output it stores
+    for j, (ext, st) in enumerate([spec.region, *spec.lockstep] if spec.region is not None else []):
+        src = "o0" if ks is None else f"o{[id(o) for o in loop.outputs].index(id(outs[j]))}"
+        store += _store(ext, st, col, _dst(spec, j), src)
+        col += len(ext)
     if ks is None:  # (copied first: the window may overlap the region)
         step = [f"o0 = {window(inputs[id(out)])}.copy().reshape({size})", *store]
         consts, work, scratch = [], size, []
@@ -85,19 +93,21 @@ def compile_template(spec: Rolled, leaves, iterations: int) -> object | None:
                 args.append(f"l{inputs[id(src)] - nwin}")
             else:
                 return None  # another view of a window (a transpose, a reshape): not sliced here
-        args += ["o0"] + [str(int(d)) for d in loop.domain] + [f"c{k}" for k in range(len(ks.consts))]
+        args += [f"o{k}" for k in range(len(loop.outputs))] + [str(int(d)) for d in loop.domain] \
+            + [f"c{k}" for k in range(len(ks.consts))]
         consts = [np.asarray(c.kw["value"].value).astype(c.aval.dtype)[()] for c in ks.consts]
         dtype = np.dtype(loop.outputs[0].aval.dtype).name
         step = [f"kernel_serial({', '.join(args)})", *store]
         work = int(np.prod(loop.domain, dtype=np.int64))
-        scratch = [f"        o0 = np.empty({size}, np.{dtype})"]
+        scratch = [f"        o{k} = np.empty({int(np.prod(o.aval.shape, dtype=np.int64))}, "
+                   f"np.{np.dtype(o.aval.dtype).name})" for k, o in enumerate(loop.outputs)]
     if not spec.independent and work >= SERIAL_MAX:
         return None  # each step of a time loop big enough for threads: stays unrolled
     if spec.carry:
         return _carry_runner(ks, args, consts, extents, dtype, len(leaves))
     parallel = spec.independent and iterations * work >= PARALLEL_MIN
-    params = ", ".join(["dst"] + [f"l{k}" for k in range(len(leaves))] + ["table", "consts"]
-                       + [f"c{k}" for k in range(len(consts))])
+    params = ", ".join([_dst(spec, j) for j in range(1 + len(spec.lockstep))] + [f"l{k}" for k in range(len(leaves))]
+                       + ["table", "consts"] + [f"c{k}" for k in range(len(consts))])
     body = [
         "    n = table.shape[0]",
         f"    nch = min(n, {CHUNKS})" if parallel else "    nch = min(n, 1)",
@@ -114,8 +124,8 @@ def compile_template(spec: Rolled, leaves, iterations: int) -> object | None:
     fn = []
 
     def runner(dst, values, rows, crows):
-        args = (dst, *[np.asarray(v)[()] if s else np.asarray(v) for v, s in zip(values, scalar)], rows, crows,
-                *consts)
+        args = (*(dst if spec.lockstep else (dst,)),
+                *[np.asarray(v)[()] if s else np.asarray(v) for v, s in zip(values, scalar)], rows, crows, *consts)
         if cpu_cache.noted(source, ("rolled",), args):
             return  # (a dry run: see cpu_workers)
         if not fn:
@@ -160,13 +170,18 @@ def _carry_runner(ks, args: list, consts: list, shape: tuple, dtype: str, nleave
     return runner
 
 
-def _store(extents: tuple, steps: tuple, col: int) -> list[str]:
-    """Lines storing the flat scratch buffer ``o0`` into the region at row
-    ``p``'s offsets (columns from ``col``): a loop per dimension longer than
-    one, element by element. (numba's ``dst[a:b, c:d] = o0.reshape(...)``, a
-    broadcasting slice assignment, took 3.3 s to compile, each rolled loop.)"""
+def _dst(spec: Rolled, j: int) -> str:
+    """The name of the array a rolled loop updates (``j``: which of a lockstep loop's)."""
+    return f"dst{j}" if spec.lockstep else "dst"
+
+
+def _store(extents: tuple, steps: tuple, col: int, dst: str = "dst", src: str = "o0") -> list[str]:
+    """Lines storing the flat scratch buffer ``src`` into the region of ``dst``
+    at row ``p``'s offsets (columns from ``col``): a loop per dimension longer
+    than one, element by element. (numba's ``dst[a:b, c:d] = o0.reshape(...)``,
+    a broadcasting slice assignment, took 3.3 s to compile, each rolled loop.)"""
     if not extents:
-        return ["dst[()] = o0[0]"]
+        return [f"{dst}[()] = {src}[0]"]
     lines, flat, indent = [], "0", ""
     index = []
     for d, (e, st) in enumerate(zip(extents, steps)):
@@ -177,7 +192,7 @@ def _store(extents: tuple, steps: tuple, col: int) -> list[str]:
         indent += "    "
         index.append(f"p[{col + d}] + {st} * e{d}" if st != 1 else f"p[{col + d}] + e{d}")
         flat = f"e{d}" if flat == "0" else f"{flat} * {e} + e{d}"
-    lines.append(f"{indent}dst[{', '.join(index)}] = o0[{flat}]")
+    lines.append(f"{indent}{dst}[{', '.join(index)}] = {src}[{flat}]")
     return lines
 
 

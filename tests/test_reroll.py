@@ -12,6 +12,7 @@ import braze
 from braze.pipeline import _inlined
 from braze.reroll import MIN_RUN, reroll
 from braze.targets.generic import lower_graph
+from programs.everyday import tridiag_solve as thomas  # two arrays per iteration, from a value both read
 from programs.polybench import conv2d
 
 
@@ -142,6 +143,23 @@ def wrapping_updates(x):  # an update chain whose stored values repeat
     return out
 
 
+def coupled_rows(x, y):  # each row of two arrays from the rows of both before it
+    p, q = np.zeros_like(x), np.zeros_like(x)
+    p[0], q[0] = x[0], y[0]
+    for i in range(1, x.shape[0]):
+        p[i] = 0.6 * p[i - 1] - 0.8 * q[i - 1] + x[i]
+        q[i] = 0.8 * p[i - 1] + 0.6 * q[i - 1] + y[i]
+    return p - 2 * q
+
+
+def reads_current(x):  # the second array reads the first's row of the same iteration: the first rolls alone
+    a, b = np.zeros_like(x), np.zeros_like(x)
+    for i in range(1, len(x)):
+        a[i] = a[i - 1] * 0.5 + x[i]
+        b[i] = b[i - 1] + a[i]
+    return a * b
+
+
 def _conv_args(dtype, rng):
     return (rng.standard_normal((12, 11)).astype(dtype), rng.standard_normal((3, 2)).astype(dtype))
 
@@ -166,6 +184,11 @@ CASES = {
     "wrapping_trace": (wrapping_trace, lambda d, r: ((r.standard_normal((9, 9)) * 3).astype(d),), True),
     "wrapping_rows": (wrapping_rows, lambda d, r: (r.standard_normal((9, 6)).astype(d),), True),
     "wrapping_updates": (wrapping_updates, lambda d, r: (r.standard_normal((5, 3)).astype(d),), True),
+    "thomas": (thomas, lambda d, r: (r.random(30).astype(d), (r.random(30) + 4).astype(d), r.random(30).astype(d),
+                                     r.standard_normal(30).astype(d)), True),
+    "coupled_rows": (coupled_rows, lambda d, r: (r.standard_normal((20, 3)).astype(d),
+                                                 r.standard_normal((20, 3)).astype(d)), True),
+    "reads_current": (reads_current, lambda d, r: (r.standard_normal(30).astype(d),), True),
 }
 
 
@@ -419,3 +442,28 @@ def test_a_huge_integer_constant_leaves_the_loop_unrolled():
     f = braze.compile(big, target="cpu")
     np.testing.assert_array_equal(f(x), big(x))
     assert f.lower(x).counts["rolled loops"] == 0  # (2**60 + i does not survive a float64 table)
+
+
+@pytest.mark.parametrize("name", ["thomas", "coupled_rows"])
+def test_two_arrays_updated_in_lockstep_roll_into_one_loop(name):
+    """Each iteration updates two arrays from values both read (the Thomas
+    algorithm's ``m``) or from each other's rows before it (``q[i]`` reads
+    ``p[i - 1]`` after ``p[i]`` was stored): one loop over both, in order."""
+    fn, make, _ = CASES[name]
+    args = make(np.float64, np.random.default_rng(5))
+    graph = reroll(_inlined(braze.compile(fn, target="cpu").lower(*args).ir))
+    lockstep = [n for n in _rolled_nodes(graph) if n.kw["spec"].lockstep]
+    assert len(lockstep) == 1
+    (node,) = lockstep
+    assert not node.kw["spec"].independent and len(node.aval) == 2
+    assert node.kw["table"].rows.shape[0] == args[0].shape[0] - 1  # every iteration but the first's set-up
+
+
+def test_a_long_computation_before_a_loop_is_read_as_leaves():
+    """A loop reading arrays that 1,000 updates computed (the Thomas
+    algorithm's back substitution after its sweep) still rolls: the walk for
+    an iteration's nodes stops at what came before its array's last update."""
+    a, b, c, d = (np.random.default_rng(1).random(1000) + k for k in (0, 4, 0, 0))
+    f = braze.compile(thomas, target="cpu")
+    np.testing.assert_array_equal(f(a, b, c, d), thomas(a, b, c, d))
+    assert f.lower(a, b, c, d).counts["rolled loops"] == 2

@@ -29,6 +29,7 @@ one walk along each chain.
 """
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 import numpy as np
@@ -81,6 +82,12 @@ class Rolled:
     node's result the last. ``params``: the avals of the scalar constants
     that differ from one iteration to the next (``x[i] * i``): the template's
     last inputs, their values a row of ``consts`` (float64) per iteration.
+    ``lockstep``: the regions (extents, steps) of further arrays each
+    iteration updates too (``cp[i] = c[i] / m; dp[i] = (d[i] - a[i] * dp[i-1])
+    / m``): the node's first inputs are then all the arrays (``dst`` a tuple),
+    a window of array ``j`` has ``which`` ``-1 - j``, the template has an output
+    per array, the table's last columns are each region's starts in turn, and
+    the node's result is the tuple of the arrays.
     ``runner``: a target's compiled loop, ``runner(dst, leaves, table, consts)``
     writing into ``dst`` (returning the last value, for a carry); None runs
     the template with NumPy, iteration by iteration."""
@@ -92,9 +99,12 @@ class Rolled:
     runner: object = None
     carry: bool = False
     params: tuple = ()
+    lockstep: tuple = ()
 
     def __repr__(self):
         kind = "carried" if self.carry else "independent" if self.independent else "in order"
+        if self.lockstep:
+            kind += f", {1 + len(self.lockstep)} arrays in lockstep"
         return f"<{len(self.template.nodes)} nodes a step, {kind}>"
 
     def run(self, dst: np.ndarray, leaves, table: Table, consts: Table | None = None) -> np.ndarray:
@@ -108,6 +118,7 @@ class Rolled:
         first = 1 if self.carry else 0  # (the carried value's input)
         nwin = len(self.windows)
         params = self.template.inputs[len(self.template.inputs) - len(self.params):]
+        dsts = tuple(dst) if self.lockstep else (dst,)
         for row, crow in zip(table.rows, crows):
             values, col = {}, 0
             for node, c in zip(params, crow):
@@ -115,7 +126,7 @@ class Rolled:
             if self.carry:
                 values[id(self.template.inputs[0])] = dst
             for k, (which, extents, steps) in enumerate(self.windows):
-                base = dst if which < 0 else leaves[which]
+                base = (dst if self.carry else dsts[-1 - which]) if which < 0 else leaves[which]
                 starts = row[col:col + len(extents)]
                 col += len(extents)
                 values[id(self.template.inputs[first + k])] = np.asarray(base)[_window(starts, extents, steps)]
@@ -132,8 +143,10 @@ class Rolled:
             if self.carry:
                 dst = value(self.template.outputs[0])
                 continue
-            extents, steps = self.region
-            dst[_window(row[col:], extents, steps)] = value(self.template.outputs[0])
+            stored = [value(o) for o in self.template.outputs]  # (all computed before any is stored)
+            for d, (extents, steps), v in zip(dsts, (self.region, *self.lockstep), stored):
+                d[_window(row[col:col + len(extents)], extents, steps)] = v
+                col += len(extents)
         return dst
 
 
@@ -176,17 +189,27 @@ def reroll(graph: Graph, compile_template=None) -> Graph:
            and n.inputs[0].op == "update_slice" and len(updates[id(n.inputs[0])]) == 1}
     linked = {id(n) for n in nxt.values()}
     replace: dict[int, Node] = {}
+    chains = []
     for head in order:
         if head.op != "update_slice" or id(head) in linked or id(head) not in nxt:
             continue
         chain = [head]
         while id(chain[-1]) in nxt:
             chain.append(nxt[id(chain[-1])])
-        if len(chain) < MIN_RUN:
+        if len(chain) >= MIN_RUN:
+            chains.append(chain)
+    readers: dict[int, list] = {}
+    if len(chains) > 1:
+        for n in order:
+            for i in n.inputs:
+                readers.setdefault(id(i), []).append(n)
+    paired = _lockstep_runs(chains, index, uses, readers, replace, compile_template)
+    for k, chain in enumerate(chains):
+        if k in paired:
             continue
-        its, runs = _alike_runs(lambda k, recompute: _iteration(chain[k], index, uses, recompute), len(chain), 0)
+        its, runs = _alike_runs(lambda j, recompute: _iteration([chain[j]], index, uses, recompute), len(chain), 0)
         for start, end in runs:
-            node = _rolled(chain[start:end], its[start:end], index, compile_template)
+            node = _rolled([chain[start:end]], its[start:end], index, compile_template)
             if node is not None:
                 replace[id(chain[end - 1])] = node
     _carried_runs(order, index, uses, replace, compile_template)
@@ -195,6 +218,12 @@ def reroll(graph: Graph, compile_template=None) -> Graph:
     mapping: dict[int, Node] = {}
     for n in order:
         new = replace.get(id(n), n)
+        if new.op == "pick" and new is not n:  # (one array of a lockstep loop: the loop, built once)
+            loop = new.inputs[0]
+            if id(loop) not in mapping:
+                mapping[id(loop)] = loop.replace(mapping.get(id(i), i) for i in loop.inputs)
+            mapping[id(n)] = new.replace([mapping[id(loop)]])
+            continue
         mapping[id(n)] = new.replace(mapping.get(id(i), i) for i in new.inputs)
     outputs = [mapping[id(o)] for o in graph.outputs]
     return Graph(graph.inputs, outputs, graph.captures, graph.input_names, graph.notes)
@@ -209,14 +238,18 @@ class _Iteration:
     windows: list      # interior slices of leaves (or of the array updated) at offsets
     consts: list = None  # the scalar constants the interior reads, in order (compared by value apart)
     shared: bool = False  # a value other iterations read too was left a leaf (``recompute`` would take it in)
+    moved: dict = None  # id of a window of an array this iteration updates, apart from its region -> which
 
 
-def _iteration(update: Node, index, uses, recompute: bool = False) -> _Iteration | None:
-    """One update of a chain as an iteration of a rolled loop (None: it cannot be)."""
-    dst, value = update.inputs
-    if not update.kw["slices"] or any(s <= 0 for _, _, s in update.kw["slices"]):
+def _iteration(updates, index, uses, recompute: bool = False, readers: dict | None = None) -> _Iteration | None:
+    """One update of a chain, or the updates of several arrays a loop makes in
+    lockstep (``cp[i] = ...; dp[i] = ...``, ``readers``: id -> the nodes reading
+    it), as an iteration of a rolled loop (None: it cannot be)."""
+    if any(not u.kw["slices"] or any(s <= 0 for _, _, s in u.kw["slices"]) for u in updates):
         return None
-    return _iteration_of(value, dst, update.kw["slices"], index, uses, recompute)
+    return _iteration_of([u.inputs[1] for u in updates], [u.inputs[0] for u in updates],
+                         [u.kw["slices"] for u in updates], index, uses, recompute,
+                         (updates, readers) if readers is not None else None)
 
 
 def _recomputable(n: Node, value: Node) -> bool:
@@ -228,35 +261,59 @@ def _recomputable(n: Node, value: Node) -> bool:
             and n.aval.size <= max(value.aval.size, 1))
 
 
-def _iteration_of(value: Node, dst: Node, region, index, uses, recompute: bool = False) -> _Iteration | None:
-    """The iteration computing ``value`` and storing it into ``region`` of
-    ``dst``, or, with ``region`` None, computing the carried ``value`` from the
-    one before, ``dst``, which it may read whole (None: it cannot be rolled).
-    ``recompute``: small elementwise values other iterations read too (interned
-    once: ``tanh(a[i % n])`` in a loop of more than n iterations) are computed
-    again inside the iteration rather than read as a leaf of its own, which
-    would make each iteration unlike the others."""
-    carry = region is None
-    if value.aval.dtype != dst.aval.dtype or value.op in _STATEFUL or (carry and value.aval != dst.aval):
+def _iteration_of(values: list, dsts: list, regions: list, index, uses, recompute: bool = False,
+                  lockstep: tuple | None = None) -> _Iteration | None:
+    """The iteration computing ``values[j]`` and storing it into ``regions[j]`` of
+    ``dsts[j]`` (several: arrays updated in lockstep), or, with ``regions`` [None],
+    computing the carried ``values[0]`` from the one before, ``dsts[0]``, which it
+    may read whole (None: it cannot be rolled). The dsts are read only through
+    windows (the values they held before this iteration). ``recompute``: small
+    elementwise values other iterations read too (interned once: ``tanh(a[i %
+    n])`` in a loop of more than n iterations) are computed again inside the
+    iteration rather than read as a leaf of its own, which would make each
+    iteration unlike the others. ``lockstep``: (the updates, readers) of a
+    loop updating several arrays, whose iteration may read an array it updates
+    after the update, away from its region (``p[i] = ...; q[i] = 0.8 * p[i -
+    1]``): that is a window of the array before the iteration (``moved``)."""
+    carry = regions[0] is None
+    stores = {id(u): j for j, u in enumerate(lockstep[0])} if lockstep else {}
+    moved: dict[int, int] = {}
+    value = values[0]
+    for v, d in zip(values, dsts):
+        if v.aval.dtype != d.aval.dtype or v.op in _STATEFUL or (carry and v.aval != d.aval):
+            return None
+    which = {id(d): j for j, d in enumerate(dsts)}  # (a dst is a value before the loop: no interior)
+    if len(which) != len(dsts) or any(id(v) in which for v in values):
         return None
-    taken, stack = {id(value): value}, [value]
-    while stack:  # the candidates, bounded
-        n = stack.pop()
-        if n.op in _SOURCES or n is dst:
+    # the candidates, latest first and at most MAX_INTERIOR a value: an iteration's
+    # own nodes come after the array it updates was; what its leaves were computed
+    # from (``x[i] = dp[i] - cp[i] * x[i + 1]`` after a sweep of 1,000 updates of
+    # ``dp``) comes before and is left unwalked, read as leaves
+    taken = {id(v): v for v in values}
+    heap = [(-index[id(v)], id(v)) for v in values]
+    heapq.heapify(heap)
+    budget = MAX_INTERIOR * len(values)
+    while heap and len(taken) < budget:
+        n = taken[heapq.heappop(heap)[1]]
+        if n.op in _SOURCES or id(n) in which:
+            continue
+        j = stores.get(id(n.inputs[0])) if n.op == "slice" else None
+        if j is not None and _apart(n.kw["slices"], regions[j]):
+            moved[id(n)] = j  # (read before the update: the elements are the same)
             continue
         for i in n.inputs:
             if id(i) not in taken:
                 taken[id(i)] = i
-                stack.append(i)
-                if len(taken) > MAX_INTERIOR:
-                    return None
+                heapq.heappush(heap, (-index[id(i)], id(i)))
     shared = False
-    users_inside: dict[int, int] = {id(value): 1}
+    users_inside: dict[int, int] = {}
+    for v in values:
+        users_inside[id(v)] = users_inside.get(id(v), 0) + 1
     inside: set[int] = set()
     interior = []
     for n in sorted(taken.values(), key=lambda m: -index[id(m)]):  # users before what they read
         inner = users_inside.get(id(n), 0)
-        if n is dst or n.op in _SOURCES or not inner:
+        if id(n) in which or n.op in _SOURCES or not inner:
             continue
         if inner != uses[id(n)] and not (n.op == "slice" or n.op == "reshape" and n.inputs[0].op == "slice"):
             if not _recomputable(n, value):
@@ -270,21 +327,24 @@ def _iteration_of(value: Node, dst: Node, region, index, uses, recompute: bool =
         inside.add(id(n))
         for i in n.inputs:
             users_inside[id(i)] = users_inside.get(id(i), 0) + 1
-    if id(value) not in inside or users_inside.get(id(dst), 0) + (0 if carry else 1) != uses[id(dst)]:
-        return None  # the value is read elsewhere, or the array updated is read outside this iteration
+    if any(id(v) not in inside for v in values) or \
+            any(users_inside.get(id(d), 0) + (0 if carry else 1) + _read_before(d, inside, lockstep) != uses[id(d)]
+                for d in dsts):
+        return None  # a value is read elsewhere, or an array updated is read outside this iteration
     interior.reverse()
     ref: dict[int, tuple] = {}
-    it = _Iteration((), [], {}, interior, [], [], shared)
+    it = _Iteration((), [], {}, interior, [], [], shared, moved)
     sig = []
     for n in interior:
         base = n.inputs[0] if n.inputs else None
         if n.op == "slice" and id(base) not in inside and base.op != "const" \
                 and all(a >= 0 and s > 0 for a, _, s in n.kw["slices"]):
-            if base is not dst:
+            dst = moved.get(id(n), which.get(id(base)))
+            if dst is None:
                 it.leaves.setdefault(id(base), base)
             ref[id(n)] = ("win", len(it.windows))
             it.windows.append(n)
-            sig.append(("win", ("dst",) if base is dst else ("leaf", id(base)), n.aval,
+            sig.append(("win", ("dst", dst) if dst is not None else ("leaf", id(base)), n.aval,
                         tuple(s for _, _, s in n.kw["slices"])))
             it.offsets.extend(a for a, _, _ in n.kw["slices"])
             continue
@@ -292,9 +352,9 @@ def _iteration_of(value: Node, dst: Node, region, index, uses, recompute: bool =
         for i in n.inputs:
             if id(i) in ref:
                 args.append(ref[id(i)])
-            elif i is dst:
+            elif id(i) in which:
                 if not carry:
-                    return None  # the array updated, read whole: not a window of one iteration
+                    return None  # an array updated, read whole: not a window of one iteration
                 args.append(("carry",))
             elif _scalar_const(i):
                 args.append(("const", len(it.consts), i.aval))  # (its value: _params)
@@ -307,33 +367,48 @@ def _iteration_of(value: Node, dst: Node, region, index, uses, recompute: bool =
         sig.append((n.op, n.params, n.aval, tuple(args)))
     if carry:
         sig.append(("carry", ref[id(value)], value.aval))
-    else:
-        sig.append(("region", ref[id(value)], tuple(s for _, _, s in region), value.aval.shape))
-        it.offsets.extend(a for a, _, _ in region)
+    for v, region in zip(values, regions):
+        if region is not None:
+            sig.append(("region", ref[id(v)], tuple(s for _, _, s in region), v.aval.shape))
+            it.offsets.extend(a for a, _, _ in region)
     it.signature = tuple(sig)
     return it
 
 
-def _rolled(run: list[Node], its: list[_Iteration], index: dict, compile_template, init: Node | None = None
+def _read_before(dst: Node, inside: set, lockstep: tuple | None) -> int:
+    """In a lockstep loop, the reads of ``dst`` (the array as an update left it)
+    away from that update's region by the iteration before (``moved`` there:
+    they read the same elements before it), which an iteration's count of
+    ``dst``'s readers leaves out."""
+    if lockstep is None or dst.op != "update_slice":
+        return 0
+    return sum(1 for r in lockstep[1].get(id(dst), ()) if r.op == "slice" and id(r) not in inside
+               and _apart(r.kw["slices"], dst.kw["slices"]))
+
+
+def _rolled(runs: list, its: list[_Iteration], index: dict, compile_template, init: Node | None = None
             ) -> Node | None:
-    """The ``rolled`` node of a run of alike updates, or with ``init`` (the
-    value the first carries on from) of alike carried values (None: left
-    unrolled)."""
+    """The ``rolled`` node of a run of alike updates (``runs``: one list of
+    updates, or one per array of a lockstep loop, iteration k the k-th of
+    each), or with ``init`` (the value the first carries on from) of alike
+    carried values (None: left unrolled)."""
     first = its[0]
     carry = init is not None
-    if any(index[id(leaf)] >= index[id(run[0])] for leaf in first.leaves.values()):
+    if any(index[id(leaf)] >= min(index[id(run[0])] for run in runs) for leaf in first.leaves.values()):
         return None  # a leaf computed after the run starts (it might read the run's updates)
-    dst = init if carry else run[0].inputs[0]
+    dsts = [init] if carry else [run[0].inputs[0] for run in runs]
+    which = {id(d): -1 - j for j, d in enumerate(dsts)}
     leaves = list(first.leaves.values())
     position = {id(leaf): k for k, leaf in enumerate(leaves)}
     inputs, windows, mapping = [], [], {}
     if carry:
-        mapping[id(dst)] = Node.make("input", (), dst.aval, index=0)
-        inputs.append(mapping[id(dst)])
+        mapping[id(init)] = Node.make("input", (), init.aval, index=0)
+        inputs.append(mapping[id(init)])
     for n in first.windows:
         base = n.inputs[0]
-        windows.append((-1 if base is dst else position[id(base)], tuple(n.aval.shape),
-                        tuple(s for _, _, s in n.kw["slices"])))
+        moved = first.moved.get(id(n)) if first.moved else None
+        windows.append((-1 - moved if moved is not None else which.get(id(base), position.get(id(base))),
+                        tuple(n.aval.shape), tuple(s for _, _, s in n.kw["slices"])))
         mapping[id(n)] = Node.make("input", (), n.aval, index=len(inputs))
         inputs.append(mapping[id(n)])
     for leaf in leaves:
@@ -359,29 +434,83 @@ def _rolled(run: list[Node], its: list[_Iteration], index: dict, compile_templat
                 position += 1
             ins.append(mapping.get(id(i), i))
         mapping[id(n)] = n.replace(ins)
-    value = run[0] if carry else run[0].inputs[1]
-    template = Graph(inputs, [mapping[id(value)]])
+    stored = [runs[0][0]] if carry else [run[0].inputs[1] for run in runs]
+    template = Graph(inputs, [mapping[id(v)] for v in stored])
     table = Table(np.array([it.offsets for it in its], dtype=np.int64).reshape(len(its), -1))
     consts = Table(values.reshape(len(its), len(varying)), np.float64)
     avals = tuple(first.consts[p].aval for p in varying)
+    regions = [] if carry else [(tuple(v.aval.shape), tuple(s for _, _, s in run[0].kw["slices"]))
+                                for v, run in zip(stored, runs)]
     if carry:
-        region, independent = None, False
+        region, lockstep, independent = None, (), False
+    elif len(runs) > 1:
+        region, lockstep, independent = regions[0], tuple(regions[1:]), False
     else:
-        region = (tuple(value.aval.shape), tuple(s for _, _, s in run[0].kw["slices"]))
-        independent = all(w[0] >= 0 for w in windows) and _disjoint(table.rows, region, dst.aval.shape)
-    spec = Rolled(template, tuple(windows), region, independent, carry=carry, params=avals)
+        region, lockstep = regions[0], ()
+        independent = all(w[0] >= 0 for w in windows) and _disjoint(table.rows, region, dsts[0].aval.shape)
+    spec = Rolled(template, tuple(windows), region, independent, carry=carry, params=avals, lockstep=lockstep)
     if compile_template is not None:
-        runner = compile_template(spec, leaves, len(run))
+        runner = compile_template(spec, leaves, len(runs[0]))
         if runner is None:
             return None
-        spec = Rolled(template, tuple(windows), region, independent, runner, carry, avals)
-    return Node.make("rolled", (dst, *leaves), dst.aval, spec=spec, table=table, consts=consts)
+        spec = Rolled(template, tuple(windows), region, independent, runner, carry, avals, lockstep)
+    aval = tuple(d.aval for d in dsts) if lockstep else dsts[0].aval
+    return Node.make("rolled", (*dsts, *leaves), aval, spec=spec, table=table, consts=consts)
+
+
+def _apart(a, b) -> bool:
+    """Two windows ((start, stop, step) per axis, steps positive) share no element:
+    on some axis their index ranges do not meet."""
+    for (s1, e1, t1), (s2, e2, t2) in zip(a, b):
+        if t1 <= 0 or t2 <= 0:
+            return False
+        if e1 <= s1 or e2 <= s2:
+            return True  # (an empty window)
+        if s1 + (e1 - s1 - 1) // t1 * t1 < s2 or s2 + (e2 - s2 - 1) // t2 * t2 < s1:
+            return True
+    return False
 
 
 def _scalar_const(node: Node) -> bool:
     """A constant an iteration's value may take from a table: a real scalar."""
     return (node.op == "const" and not isinstance(node.aval, tuple) and node.aval.ndim == 0
             and np.dtype(node.aval.dtype).kind in "biuf")
+
+
+def _lockstep_runs(chains: list, index: dict, uses: dict, readers: dict, replace: dict, compile_template) -> set:
+    """Runs of alike iterations each updating two arrays, added to ``replace``
+    (each array's last update -> its ``pick`` of the ``rolled`` node). A loop
+    updating two arrays from values they share (the Thomas algorithm's sweep:
+    ``m = b[i] - a[i] * cp[i-1]; cp[i] = c[i] / m; dp[i] = (d[i] - a[i] *
+    dp[i-1]) / m``) leaves two chains neither of which rolls alone (``m`` is
+    read by the other's update: rolled, ``cp`` would compute ``m`` again and
+    leave every update of it in place for ``dp``'s). Each pair of chains next
+    to each other in the program, their last updates aligned, whose middle
+    updates make one iteration, is tried as one loop whose iteration k makes
+    the k-th update of each. Returns the positions of the chains paired.
+    Linear: each chain is in at most two pairs, each update in a bounded walk."""
+    k, paired = 0, set()
+    while k + 1 < len(chains):
+        a, b = chains[k], chains[k + 1]
+        m = min(len(a), len(b))
+        a, b = a[len(a) - m:], b[len(b) - m:]
+        if _iteration([a[m // 2], b[m // 2]], index, uses, readers=readers) is None:
+            k += 1
+            continue  # (the commonest case: two loops one after the other, tried no further)
+        its, runs = _alike_runs(lambda j, recompute: _iteration([a[j], b[j]], index, uses, recompute, readers),
+                                m, 0)
+        for start, end in runs:
+            last = min(index[id(a[end - 1])], index[id(b[end - 1])])
+            if max(index[id(a[start].inputs[0])], index[id(b[start].inputs[0])]) >= last:
+                continue  # (an array the loop starts from is computed after one of its results)
+            node = _rolled([a[start:end], b[start:end]], its[start:end], index, compile_template)
+            if node is None:
+                continue
+            replace[id(a[end - 1])] = Node.make("pick", (node,), node.aval[0], index=0)
+            replace[id(b[end - 1])] = Node.make("pick", (node,), node.aval[1], index=1)
+            paired |= {k, k + 1}
+        k += 2 if k in paired else 1
+    return paired
 
 
 # How far along a chain of single users a carried value's next one may be
@@ -423,10 +552,10 @@ def _carried_runs(order: list, index: dict, uses: dict, replace: dict, compile_t
             chain.append(nxt[id(chain[-1])])
         if len(chain) <= MIN_RUN or any(id(n) in replace for n in chain):
             continue
-        its, runs = _alike_runs(lambda k, recompute: _iteration_of(chain[k], chain[k - 1], None, index, uses,
-                                                                   recompute), len(chain), 1)
+        its, runs = _alike_runs(lambda k, recompute: _iteration_of([chain[k]], [chain[k - 1]], [None], index,
+                                                                   uses, recompute), len(chain), 1)
         for start, end in runs:
-            node = _rolled(chain[start:end], its[start:end], index, compile_template, init=chain[start - 1])
+            node = _rolled([chain[start:end]], its[start:end], index, compile_template, init=chain[start - 1])
             if node is not None:
                 replace[id(chain[end - 1])] = node
 

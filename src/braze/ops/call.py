@@ -129,14 +129,22 @@ declare("host_call", "call", abstract=_host_call_abstract, impl=_host_call_impl)
 
 
 def _rolled_abstract(dst, *leaves, spec, table, consts=None):
+    if spec.lockstep:  # (several arrays updated in lockstep: the tuple of them)
+        return (dst, *leaves[:len(spec.lockstep)])
     return dst
 
 
 def _rolled_impl(dst, *leaves, spec, table, consts=None):
+    if spec.lockstep:
+        n = len(spec.lockstep)
+        dsts = tuple(np.array(d, copy=True) for d in (dst, *leaves[:n]))
+        return spec.run(dsts, leaves[n:], table, consts)
     return spec.run(np.array(dst, copy=True), leaves, table, consts)
 
 
 def _rolled_inplace(dst, *leaves, spec, table, consts=None):
+    if spec.lockstep:  # (its result is a tuple of new arrays: cpu_memory never plans it in place)
+        return _rolled_impl(dst, *leaves, spec=spec, table=table, consts=consts)
     leaves = tuple(np.array(leaf) if isinstance(leaf, np.ndarray) and np.may_share_memory(dst, leaf) else leaf
                    for leaf in leaves)  # (a leaf sharing memory with dst reads it as it was)
     return spec.run(dst, leaves, table, consts)

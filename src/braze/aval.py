@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import math
+
 import numpy as np
 
 from .errors import DTypeError, where
@@ -39,7 +41,7 @@ class Aval:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)  # (Python ints: no overflow, and a tenth of np.prod's cost)
 
     def __str__(self) -> str:
         dims = ",".join(str(d) for d in self.shape)

@@ -29,7 +29,6 @@ one walk along each chain.
 """
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass
 
 import numpy as np
@@ -198,12 +197,7 @@ def reroll(graph: Graph, compile_template=None) -> Graph:
             chain.append(nxt[id(chain[-1])])
         if len(chain) >= MIN_RUN:
             chains.append(chain)
-    readers: dict[int, list] = {}
-    if len(chains) > 1:
-        for n in order:
-            for i in n.inputs:
-                readers.setdefault(id(i), []).append(n)
-    paired = _lockstep_runs(chains, index, uses, readers, replace, compile_template)
+    paired = _lockstep_runs(chains, index, uses, replace, compile_template)
     for k, chain in enumerate(chains):
         if k in paired:
             continue
@@ -241,15 +235,15 @@ class _Iteration:
     moved: dict = None  # id of a window of an array this iteration updates, apart from its region -> which
 
 
-def _iteration(updates, index, uses, recompute: bool = False, readers: dict | None = None) -> _Iteration | None:
+def _iteration(updates, index, uses, recompute: bool = False) -> _Iteration | None:
     """One update of a chain, or the updates of several arrays a loop makes in
-    lockstep (``cp[i] = ...; dp[i] = ...``, ``readers``: id -> the nodes reading
-    it), as an iteration of a rolled loop (None: it cannot be)."""
+    lockstep (``cp[i] = ...; dp[i] = ...``), as an iteration of a rolled loop
+    (None: it cannot be)."""
     if any(not u.kw["slices"] or any(s <= 0 for _, _, s in u.kw["slices"]) for u in updates):
         return None
     return _iteration_of([u.inputs[1] for u in updates], [u.inputs[0] for u in updates],
                          [u.kw["slices"] for u in updates], index, uses, recompute,
-                         (updates, readers) if readers is not None else None)
+                         updates if len(updates) > 1 else None)
 
 
 def _recomputable(n: Node, value: Node) -> bool:
@@ -262,7 +256,7 @@ def _recomputable(n: Node, value: Node) -> bool:
 
 
 def _iteration_of(values: list, dsts: list, regions: list, index, uses, recompute: bool = False,
-                  lockstep: tuple | None = None) -> _Iteration | None:
+                  lockstep: list | None = None) -> _Iteration | None:
     """The iteration computing ``values[j]`` and storing it into ``regions[j]`` of
     ``dsts[j]`` (several: arrays updated in lockstep), or, with ``regions`` [None],
     computing the carried ``values[0]`` from the one before, ``dsts[0]``, which it
@@ -271,40 +265,48 @@ def _iteration_of(values: list, dsts: list, regions: list, index, uses, recomput
     elementwise values other iterations read too (interned once: ``tanh(a[i %
     n])`` in a loop of more than n iterations) are computed again inside the
     iteration rather than read as a leaf of its own, which would make each
-    iteration unlike the others. ``lockstep``: (the updates, readers) of a
-    loop updating several arrays, whose iteration may read an array it updates
-    after the update, away from its region (``p[i] = ...; q[i] = 0.8 * p[i -
-    1]``): that is a window of the array before the iteration (``moved``)."""
+    iteration unlike the others. ``lockstep``: the updates of a loop updating
+    several arrays, whose iteration may read an array it updates after the
+    update, away from its region (``p[i] = ...; q[i] = 0.8 * p[i - 1]``): that
+    is a window of the array before the iteration (``moved``), and the array
+    the update before stored was read as many times so by the iteration
+    before, if alike (at a run's first iteration, whatever read it reads the
+    array the run copies)."""
     carry = regions[0] is None
-    stores = {id(u): j for j, u in enumerate(lockstep[0])} if lockstep else {}
+    stores = {id(u): j for j, u in enumerate(lockstep)} if lockstep else {}
     moved: dict[int, int] = {}
     value = values[0]
     for v, d in zip(values, dsts):
         if v.aval.dtype != d.aval.dtype or v.op in _STATEFUL or (carry and v.aval != d.aval):
             return None
     which = {id(d): j for j, d in enumerate(dsts)}  # (a dst is a value before the loop: no interior)
-    if len(which) != len(dsts) or any(id(v) in which for v in values):
+    if len(which) != len(dsts):
         return None
-    # the candidates, latest first and at most MAX_INTERIOR a value: an iteration's
-    # own nodes come after the array it updates was; what its leaves were computed
-    # from (``x[i] = dp[i] - cp[i] * x[i + 1]`` after a sweep of 1,000 updates of
-    # ``dp``) comes before and is left unwalked, read as leaves
-    taken = {id(v): v for v in values}
-    heap = [(-index[id(v)], id(v)) for v in values]
-    heapq.heapify(heap)
-    budget = MAX_INTERIOR * len(values)
-    while heap and len(taken) < budget:
-        n = taken[heapq.heappop(heap)[1]]
+    for v in values:
+        if id(v) in which:
+            return None
+    # the candidates, bounded: what was computed before the arrays this iteration
+    # updates were (``x[i] = dp[i] - cp[i] * x[i + 1]`` after a sweep of 1,000
+    # updates of ``dp``) is a leaf, not walked, unless cheap enough to compute again
+    floor = min([index[id(d)] for d in dsts])
+    taken, stack = {id(v): v for v in values}, list(values)
+    while stack:
+        n = stack.pop()
         if n.op in _SOURCES or id(n) in which:
             continue
-        j = stores.get(id(n.inputs[0])) if n.op == "slice" else None
-        if j is not None and _apart(n.kw["slices"], regions[j]):
-            moved[id(n)] = j  # (read before the update: the elements are the same)
+        if stores and n.op == "slice" and id(n.inputs[0]) in stores:
+            j = stores[id(n.inputs[0])]
+            if _apart(n.kw["slices"], regions[j]):
+                moved[id(n)] = j  # (read before the update: the elements are the same)
+                continue
+        if index[id(n)] < floor and not (n.op in ("slice", "reshape") or _recomputable(n, value)):
             continue
         for i in n.inputs:
             if id(i) not in taken:
                 taken[id(i)] = i
-                heapq.heappush(heap, (-index[id(i)], id(i)))
+                stack.append(i)
+                if len(taken) > MAX_INTERIOR * len(values):
+                    return None
     shared = False
     users_inside: dict[int, int] = {}
     for v in values:
@@ -327,10 +329,15 @@ def _iteration_of(values: list, dsts: list, regions: list, index, uses, recomput
         inside.add(id(n))
         for i in n.inputs:
             users_inside[id(i)] = users_inside.get(id(i), 0) + 1
-    if any(id(v) not in inside for v in values) or \
-            any(users_inside.get(id(d), 0) + (0 if carry else 1) + _read_before(d, inside, lockstep) != uses[id(d)]
-                for d in dsts):
-        return None  # a value is read elsewhere, or an array updated is read outside this iteration
+    before = [0] * len(dsts)  # per array, its windows the iteration reads before the update
+    for m, j in moved.items():
+        before[j] += m in inside
+    for v in values:
+        if id(v) not in inside:
+            return None  # a value is read elsewhere
+    for j, d in enumerate(dsts):
+        if users_inside.get(id(d), 0) + (0 if carry else 1) + before[j] != uses[id(d)]:
+            return None  # an array updated is read outside this iteration
     interior.reverse()
     ref: dict[int, tuple] = {}
     it = _Iteration((), [], {}, interior, [], [], shared, moved)
@@ -373,17 +380,6 @@ def _iteration_of(values: list, dsts: list, regions: list, index, uses, recomput
             it.offsets.extend(a for a, _, _ in region)
     it.signature = tuple(sig)
     return it
-
-
-def _read_before(dst: Node, inside: set, lockstep: tuple | None) -> int:
-    """In a lockstep loop, the reads of ``dst`` (the array as an update left it)
-    away from that update's region by the iteration before (``moved`` there:
-    they read the same elements before it), which an iteration's count of
-    ``dst``'s readers leaves out."""
-    if lockstep is None or dst.op != "update_slice":
-        return 0
-    return sum(1 for r in lockstep[1].get(id(dst), ()) if r.op == "slice" and id(r) not in inside
-               and _apart(r.kw["slices"], dst.kw["slices"]))
 
 
 def _rolled(runs: list, its: list[_Iteration], index: dict, compile_template, init: Node | None = None
@@ -477,7 +473,7 @@ def _scalar_const(node: Node) -> bool:
             and np.dtype(node.aval.dtype).kind in "biuf")
 
 
-def _lockstep_runs(chains: list, index: dict, uses: dict, readers: dict, replace: dict, compile_template) -> set:
+def _lockstep_runs(chains: list, index: dict, uses: dict, replace: dict, compile_template) -> set:
     """Runs of alike iterations each updating two arrays, added to ``replace``
     (each array's last update -> its ``pick`` of the ``rolled`` node). A loop
     updating two arrays from values they share (the Thomas algorithm's sweep:
@@ -494,11 +490,10 @@ def _lockstep_runs(chains: list, index: dict, uses: dict, readers: dict, replace
         a, b = chains[k], chains[k + 1]
         m = min(len(a), len(b))
         a, b = a[len(a) - m:], b[len(b) - m:]
-        if _iteration([a[m // 2], b[m // 2]], index, uses, readers=readers) is None:
+        if _iteration([a[m // 2], b[m // 2]], index, uses) is None:
             k += 1
             continue  # (the commonest case: two loops one after the other, tried no further)
-        its, runs = _alike_runs(lambda j, recompute: _iteration([a[j], b[j]], index, uses, recompute, readers),
-                                m, 0)
+        its, runs = _alike_runs(lambda j, recompute: _iteration([a[j], b[j]], index, uses, recompute), m, 0)
         for start, end in runs:
             last = min(index[id(a[end - 1])], index[id(b[end - 1])])
             if max(index[id(a[start].inputs[0])], index[id(b[start].inputs[0])]) >= last:

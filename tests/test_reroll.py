@@ -12,6 +12,7 @@ import braze
 from braze.pipeline import _inlined
 from braze.reroll import MIN_RUN, reroll
 from braze.targets.generic import lower_graph
+from programs.everyday import lorenz_arrays  # three arrays per iteration, each reading the others
 from programs.everyday import tridiag_solve as thomas  # two arrays per iteration, from a value both read
 from programs.polybench import conv2d
 
@@ -469,3 +470,13 @@ def test_a_long_computation_before_a_loop_is_read_as_leaves():
     f = braze.compile(thomas, target="cpu")
     np.testing.assert_array_equal(f(a, b, c, d), thomas(a, b, c, d))
     assert f.lower(a, b, c, d).counts["rolled loops"] == 2
+
+
+def test_three_arrays_in_lockstep_roll_into_one_loop():
+    f = braze.compile(lorenz_arrays, target="cpu", static_argnames=("n",))
+    args = (1.0, 1.0, 1.0, 0.01)
+    for got, want in zip(f(*args, n=200), lorenz_arrays(*args, n=200)):
+        np.testing.assert_array_equal(got, want)
+    graph = reroll(_inlined(f.lower(*args, n=200).ir))
+    (node,) = _rolled_nodes(graph)
+    assert len(node.aval) == 3 and len(node.kw["spec"].lockstep) == 2

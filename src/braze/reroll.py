@@ -473,39 +473,48 @@ def _scalar_const(node: Node) -> bool:
             and np.dtype(node.aval.dtype).kind in "biuf")
 
 
+# The most arrays one loop may update in lockstep (``x[i]``, ``y[i]``, ``z[i]``
+# of a Lorenz integrator written with arrays: 3).
+MAX_LOCKSTEP = 4
+
+
 def _lockstep_runs(chains: list, index: dict, uses: dict, replace: dict, compile_template) -> set:
-    """Runs of alike iterations each updating two arrays, added to ``replace``
-    (each array's last update -> its ``pick`` of the ``rolled`` node). A loop
-    updating two arrays from values they share (the Thomas algorithm's sweep:
-    ``m = b[i] - a[i] * cp[i-1]; cp[i] = c[i] / m; dp[i] = (d[i] - a[i] *
-    dp[i-1]) / m``) leaves two chains neither of which rolls alone (``m`` is
-    read by the other's update: rolled, ``cp`` would compute ``m`` again and
-    leave every update of it in place for ``dp``'s). Each pair of chains next
-    to each other in the program, their last updates aligned, whose middle
-    updates make one iteration, is tried as one loop whose iteration k makes
-    the k-th update of each. Returns the positions of the chains paired.
-    Linear: each chain is in at most two pairs, each update in a bounded walk."""
-    k, paired = 0, set()
+    """Runs of alike iterations each updating several arrays, added to
+    ``replace`` (each array's last update -> its ``pick`` of the ``rolled``
+    node). A loop updating two arrays from values they share (the Thomas
+    algorithm's sweep: ``m = b[i] - a[i] * cp[i-1]; cp[i] = c[i] / m; dp[i] =
+    (d[i] - a[i] * dp[i-1]) / m``) leaves two chains neither of which rolls
+    alone (``m`` is read by the other's update: rolled, ``cp`` would compute
+    ``m`` again and leave every update of it in place for ``dp``'s); three
+    arrays each read by the others' updates (``x[i]``, ``y[i]``, ``z[i]``)
+    leave three. Chains next to each other in the program, two, then up to
+    MAX_LOCKSTEP, their last updates aligned, whose middle updates make one
+    iteration, are tried as one loop whose iteration k makes the k-th update
+    of each. Returns the positions of the chains taken. Linear: a chain is
+    in at most MAX_LOCKSTEP groups, each update in a bounded walk."""
+    k, taken = 0, set()
     while k + 1 < len(chains):
-        a, b = chains[k], chains[k + 1]
-        m = min(len(a), len(b))
-        a, b = a[len(a) - m:], b[len(b) - m:]
-        if _iteration([a[m // 2], b[m // 2]], index, uses) is None:
+        for size in range(2, min(MAX_LOCKSTEP, len(chains) - k) + 1):
+            m = min(len(c) for c in chains[k:k + size])
+            group = [c[len(c) - m:] for c in chains[k:k + size]]
+            if _iteration([c[m // 2] for c in group], index, uses) is not None:
+                break
+        else:
             k += 1
-            continue  # (the commonest case: two loops one after the other, tried no further)
-        its, runs = _alike_runs(lambda j, recompute: _iteration([a[j], b[j]], index, uses, recompute), m, 0)
+            continue  # (the commonest case: loops one after the other, tried no further)
+        its, runs = _alike_runs(lambda j, recompute: _iteration([c[j] for c in group], index, uses, recompute), m, 0)
         for start, end in runs:
-            last = min(index[id(a[end - 1])], index[id(b[end - 1])])
-            if max(index[id(a[start].inputs[0])], index[id(b[start].inputs[0])]) >= last:
+            last = min(index[id(c[end - 1])] for c in group)
+            if max(index[id(c[start].inputs[0])] for c in group) >= last:
                 continue  # (an array the loop starts from is computed after one of its results)
-            node = _rolled([a[start:end], b[start:end]], its[start:end], index, compile_template)
+            node = _rolled([c[start:end] for c in group], its[start:end], index, compile_template)
             if node is None:
                 continue
-            replace[id(a[end - 1])] = Node.make("pick", (node,), node.aval[0], index=0)
-            replace[id(b[end - 1])] = Node.make("pick", (node,), node.aval[1], index=1)
-            paired |= {k, k + 1}
-        k += 2 if k in paired else 1
-    return paired
+            for j, c in enumerate(group):
+                replace[id(c[end - 1])] = Node.make("pick", (node,), node.aval[j], index=j)
+            taken |= set(range(k, k + size))
+        k += size if k in taken else 1
+    return taken
 
 
 # How far along a chain of single users a carried value's next one may be

@@ -1,4 +1,4 @@
-"""Everyday NumPy: recursive filters and the Thomas algorithm as Python loops,
+"""Everyday NumPy: recursive filters, the Thomas algorithm and a Lorenz integrator as Python loops,
 a scalar accumulated element by element, ``+=`` into an overlapping view,
 padding, ``searchsorted`` + ``bincount``, fancy-indexed log-likelihoods,
 ranks by ``argsort`` twice, float32 image and batch-norm code."""
@@ -30,6 +30,17 @@ def tridiag_solve(a, b, c, d):
     for i in range(n - 2, -1, -1):
         x[i] = dp[i] - cp[i] * x[i + 1]
     return x
+
+
+def lorenz_arrays(x0, y0, z0, dt, n):
+    """Forward Euler on the Lorenz system, each variable an array indexed by step."""
+    x, y, z = np.empty(n), np.empty(n), np.empty(n)
+    x[0], y[0], z[0] = x0, y0, z0
+    for i in range(1, n):
+        x[i] = x[i - 1] + dt * 10.0 * (y[i - 1] - x[i - 1])
+        y[i] = y[i - 1] + dt * (x[i - 1] * (28.0 - z[i - 1]) - y[i - 1])
+        z[i] = z[i - 1] + dt * (x[i - 1] * y[i - 1] - 8.0 / 3.0 * z[i - 1])
+    return x, y, z
 
 
 def trapz_loop(f, x):
@@ -100,6 +111,7 @@ def _tridiag(n):
 EXAMPLES = {
     "ema": (ema, lambda n: (_rng().random(n), 0.1), {}, 40, 2000),
     "tridiag_solve": (tridiag_solve, _tridiag, {}, 30, 1000),
+    "lorenz_arrays": (lorenz_arrays, lambda n: (1.0, 1.0, 1.0, 0.01), {"n": 500}, 0, 0),
     "trapz_loop": (trapz_loop, lambda n: (_rng().random(n), np.sort(_rng().random(n))), {}, 50, 2000),
     "diffuse_inplace": (diffuse_inplace, lambda n: (_rng().random(n),), {"steps": 10}, 50, 1_000_000),
     "laplacian_pad": (laplacian_pad, lambda n: (_rng().random((n, n + 3)),), {}, 12, 2000),

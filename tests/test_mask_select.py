@@ -134,3 +134,62 @@ def test_the_gradient_of_a_selection_is_its_scatter(target):
         ex, ew = braze.grad(loss, argnums=(0, 1))(x, w)
         np.testing.assert_allclose(gx, ex, rtol=1e-12)
         np.testing.assert_allclose(gw, ew, rtol=1e-12)
+
+
+def add_where_positive(x):
+    x = x.copy()
+    x[x > 0.5] += 1.0  # the selection, changed, stored back: one value per selected element
+    return x
+
+
+def double_rows(X, y):
+    X = X.copy()
+    X[y > 0] = X[y > 0] * 2 - 1
+    return X
+
+
+def squares_of_another(x, y):
+    x = x.copy()
+    x[y > 0] = y[y > 0] ** 2
+    return x
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_assigning_one_value_per_selected_element(target):
+    rng = np.random.default_rng(4)
+    cases = [(add_where_positive, lambda: (rng.random(20),)), (add_where_positive, lambda: (np.zeros(5),)),
+             (add_where_positive, lambda: (rng.random((4, 5)).astype(np.float32),)),
+             (double_rows, lambda: (rng.random((6, 3)), rng.standard_normal(6))),
+             (squares_of_another, lambda: (rng.random(10), rng.standard_normal(10)))]
+    for fn, make in cases:
+        f = braze.compile(fn, target=target)
+        for _ in range(3):  # another count each call traces again: never a stale length
+            args = make()
+            got, want = f(*args), fn(*args)
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
+
+
+def test_assigning_the_wrong_number_of_values_is_numpys_error():
+    def bad(x, y):
+        x = x.copy()
+        x[x > 0.5] = y[y > 0.2]
+        return x
+
+    a, b = np.array([0.9, 0.1, 0.8]), np.array([0.3, 0.4, 0.1, 0.9])
+    with pytest.raises(ValueError, match="cannot assign 3 input values to the 2"):
+        bad(a, b)
+    with pytest.raises(braze.BrazeError, match="cannot assign 3 input values to the 2 output values"):
+        braze.compile(bad, target="cpu")(a, b)
+
+
+def test_gradient_through_a_masked_update():
+    def loss(x):
+        y = x.copy()
+        y[y > 0.5] *= 3.0
+        return (y ** 2).sum()
+
+    x = np.random.default_rng(1).random(12)
+    grad = braze.compile(braze.grad(loss), target="cpu")(x)
+    np.testing.assert_allclose(grad, central_differences(loss, x), rtol=1e-6, atol=1e-8)
+    assert np.abs(grad).min() > 0

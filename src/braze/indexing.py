@@ -267,6 +267,9 @@ def setitem(x, key, value):
                 "use np.where(mask, value, x)"
             )
         rest = shape[len(mask.shape):]
+        vshape = tuple(bnp.shape(value))
+        if len(vshape) == len(rest) + 1 and vshape[0] != 1:
+            return _masked_values(x, mask, value, rest, dtype)
         value = _fit_value(value, rest, dtype) if bnp.ndim(value) else _fit_value(value, (), dtype)
         mask = bnp.reshape(mask, tuple(mask.shape) + (1,) * len(rest))
         return bnp.where(mask, value, x)
@@ -277,6 +280,25 @@ def setitem(x, key, value):
             return bnp.asarray_copy(bnp.reshape(value, shape))
         return bind("update_slice", x, bnp.reshape(value, kept), slices=slices)
     return _scatter("scatter", "setitem", x, key, entries, value)
+
+
+def _masked_values(x, mask, value, rest: tuple, dtype):
+    """``x[mask] = value`` with one value per element (or row) the mask selects,
+    in order (``x[x > 0.5] += 1``: the selection, changed, stored back): the
+    k-th selected position takes ``value[k]``. The mask's count is the
+    selection's (``x[mask]``, guarded: another count traces again) and must be
+    the value's length, as NumPy requires."""
+    count = int(bnp.shape(getitem(x, mask))[0])  # (registers the guard on the mask's count)
+    if count != bnp.shape(value)[0]:
+        raise ShapeError(f"setitem: NumPy boolean array indexing assignment cannot assign {bnp.shape(value)[0]} "
+                         f"input values to the {count} output values where the mask is true{where()}")
+    if count == 0:
+        return x
+    value = _fit_value(value, (count, *rest), dtype)
+    order = bnp.cumsum(bnp.reshape(mask, (-1,)), dtype=np.int64) - 1  # the k of each selected position
+    order = bnp.where(mask, bnp.reshape(order, tuple(mask.shape)), 0)
+    mask = bnp.reshape(mask, tuple(mask.shape) + (1,) * len(rest))
+    return bnp.where(mask, getitem(value, order), x)
 
 
 def _scatter(op: str, what: str, x, key, entries, value):

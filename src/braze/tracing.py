@@ -577,7 +577,7 @@ class OutputSpec:
 
     def __init__(self, scalar: bool, readonly: bool = False, view=None, const=None, perm=None, c_order=False):
         self.scalar, self.readonly, self.view = scalar, readonly, view
-        self.const = const  # a Python scalar returned as such (x.ndim, x.itemsize, len(x))
+        self.const = const  # a Python scalar or a static object returned as such (x.ndim, len(x), x.dtype)
         self.perm = perm    # a new array NumPy lays out densely in this axis order (slowest first), not C
         self.c_order = c_order  # NumPy's result is C-contiguous (a copy of a Fortran array, say)
         self.fresh = False  # a NumPy array the function made from values (a graph break): a new copy per call
@@ -624,9 +624,15 @@ def _argument_tracers(ctx: GraphContext, specs: list[InputSpec], buffers: list[A
     return inputs, tracers
 
 
+def _static_output(value) -> bool:
+    """A result that is no number or array, returned as it was (``x.dtype``, a
+    string: what the function computed from static facts)."""
+    return isinstance(value, (np.dtype, str, bytes)) or value is Ellipsis
+
+
 def _output_spec(value, tracers, converted: bool = False) -> OutputSpec:
     if not isinstance(value, Tracer):
-        const = value if type(value) in (bool, int, float, complex) else None
+        const = value if type(value) in (bool, int, float, complex) or _static_output(value) else None
         spec = OutputSpec(scalar=not isinstance(value, np.ndarray), const=const)
         # After a traced value was converted to a NumPy array, an array returned
         # as such may hold it: NumPy would make it anew at each call, so braze
@@ -687,7 +693,7 @@ def trace_flat(fn: Callable, avals: list[Aval], names: list[str] | None = None, 
             inputs, tracers = _argument_tracers(ctx, specs, list(buffers))
             originals = [t._node_ for t in inputs]
             outs = fn(*tracers)
-            out_nodes = [ctx.lift(o) for o in outs]
+            out_nodes = [ctx.lift(0) if _static_output(o) else ctx.lift(o) for o in outs]  # (a static's: unread)
             out_specs = [_output_spec(o, tracers, ctx.converted) for o in outs]
             final = [t._node for t in inputs]
     finally:

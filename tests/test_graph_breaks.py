@@ -53,6 +53,10 @@ def scaled_by_max(x):
     return x / s
 
 
+def centred_on_printed_mean(x):
+    return x - float(f"{x.mean():.3f}")  # a value read through a format spec, as NumPy formats it
+
+
 def item_count(x):
     n = int((x > 0).sum())
     return np.ones(n) * x.mean()  # a shape from a value
@@ -107,6 +111,7 @@ CASES = {
     "branch": (branch, make_1d),
     "scaled_by_max": (scaled_by_max, lambda rng: (rng.random(6) + 0.5,)),
     "item_count": (item_count, make_1d),
+    "centred_on_printed_mean": (centred_on_printed_mean, make_1d),
     "fill_diagonal": (fill_diagonal, make_square),
     "inverse": (inverse, make_square),
     "via_python_list": (via_python_list, make_1d),

@@ -172,6 +172,16 @@ class ArrayMethods:
     def item(self, *args):
         return self._concretize(lambda v: np.asarray(v).item(*args), "read with .item()")
 
+    def __format__(self, spec: str) -> str:
+        """``f"{x.mean():.3f}"``: the value, formatted as NumPy formats it (a
+        format spec reads the value into Python; without one, as in print, the
+        traced array shows itself and nothing is read)."""
+        if not spec:
+            return str(self)
+        scalar = self._is_scalar() or not self.shape
+        return self._concretize(lambda v: format(np.asarray(v)[()] if scalar else np.asarray(v), spec),
+                                "formatted into a string")
+
     def tolist(self):
         return self._concretize(lambda v: np.asarray(v).tolist(), "read with .tolist()")
 

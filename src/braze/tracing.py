@@ -577,7 +577,7 @@ class OutputSpec:
 
     def __init__(self, scalar: bool, readonly: bool = False, view=None, const=None, perm=None, c_order=False):
         self.scalar, self.readonly, self.view = scalar, readonly, view
-        self.const = const  # a Python scalar or a static object returned as such (x.ndim, len(x), x.dtype)
+        self.const = const  # a Python scalar or a string returned as such (x.ndim, len(x), x.dtype.name)
         self.perm = perm    # a new array NumPy lays out densely in this axis order (slowest first), not C
         self.c_order = c_order  # NumPy's result is C-contiguous (a copy of a Fortran array, say)
         self.fresh = False  # a NumPy array the function made from values (a graph break): a new copy per call
@@ -625,9 +625,11 @@ def _argument_tracers(ctx: GraphContext, specs: list[InputSpec], buffers: list[A
 
 
 def _static_output(value) -> bool:
-    """A result that is no number or array, returned as it was (``x.dtype``, a
-    string: what the function computed from static facts)."""
-    return isinstance(value, (np.dtype, str, bytes)) or value is Ellipsis
+    """A result that is no number or array, returned as it was (a string:
+    ``x.dtype.name``, what the function computed from static facts). Not a
+    dtype: NumPy's dtype converter reads a traced array's ``dtype``, so
+    ``np.promote_types(x, x)``, which NumPy refuses for arrays, gives one."""
+    return isinstance(value, (str, bytes)) or value is Ellipsis
 
 
 def _output_spec(value, tracers, converted: bool = False) -> OutputSpec:

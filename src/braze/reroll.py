@@ -17,6 +17,13 @@ each computing the next value from the one before and windows at offsets;
 a run of alike ones is a ``rolled`` node too, in order, whose template reads
 the carried value whole (``Rolled.carry``) and whose result is the last value.
 
+A loop updating several arrays per iteration (``m = b[i] - a[i] * cp[i-1];
+cp[i] = c[i] / m; dp[i] = (d[i] - a[i] * dp[i-1]) / m``) traces to one chain
+per array, none of which rolls alone (each iteration's ``m`` is read by both);
+chains next to each other whose k-th updates make one iteration are one
+``rolled`` node over all the arrays, in order (``Rolled.lockstep``), whose
+result is the tuple of them.
+
 A target compiles the template once and runs it in a loop over the table's
 rows (``Rolled.runner``); the iterations are *independent* (parallel) when no
 window reads the array being updated and no two regions overlap, and run in

@@ -45,8 +45,8 @@ def compile_template(spec: Rolled, leaves, iterations: int) -> object | None:
     loops = [s for s in program.steps if isinstance(s, Loop)]
     if len(outs) == 1 and inputs.get(id(out), nwin) < nwin and not spec.carry:
         ks, loop = None, None  # a copy of a window
-    elif len(loops) == 1 and sorted(map(id, loops[0].outputs)) == sorted(set(map(id, outs))) \
-            and len(set(map(id, outs))) == len(outs) and all(isinstance(s, (Loop, View)) for s in program.steps):
+    elif len(loops) == 1 and sorted(map(id, loops[0].outputs)) == sorted(map(id, outs)) \
+            and all(isinstance(s, (Loop, View)) for s in program.steps):  # (each value its own output)
         loop = loops[0]
         if loop.perm is not None or loop.compact or needs_numpy(loop):
             return None

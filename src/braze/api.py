@@ -18,6 +18,7 @@ from .errors import BrazeError, DTypeError, GuardFailed, ShapeError, where
 from .graph import Graph
 from .log import logger
 from .pipeline import DEFAULT_CACHE_SIZE, CacheInfo, Lowered, Program
+from .aval import is_ndarray
 from .targets import resolve
 
 # Times one call signature may be traced again because a value it was
@@ -178,7 +179,7 @@ class Compiled:
         def call(*args, **kwargs):
             c = self.signature.split(args, kwargs)
             program = self._program(c)
-            if tree != program.out_tree or not all(isinstance(a, np.ndarray) for a in leaves):
+            if tree != program.out_tree or not all(is_ndarray(a) for a in leaves):
                 raise BrazeError(
                     f"{self.__name__}.into: out has structure {pytree.describe(tree)} but the function "
                     f"returns {pytree.describe(program.out_tree)}{where()}; pass NumPy arrays shaped like the results"

@@ -27,7 +27,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import indexing, intercept
-from .aval import Aval, aval_of_value
+from .aval import Aval, aval_of_value, is_ndarray
 from . import numpy as bnp
 from . import pytree
 from .core import NONDIFFERENTIABLE, PRIMITIVES, VJP, bind, context_stack, pop_context, push_context
@@ -133,7 +133,7 @@ class Watched(ArrayMethods):
         if _is_element(key, len(self.shape)) and isinstance(result, Watched) and result._tape is self._tape:
             # NumPy gives a scalar: a copy (the same gradient id), not a view
             value = result._value
-            if isinstance(value, np.ndarray):
+            if is_ndarray(value):
                 value = value[()]
             elif isinstance(value, Tracer):
                 value = Tracer(value._ctx, value._node, scalar=True)
@@ -169,7 +169,7 @@ class Watched(ArrayMethods):
 
     def _concrete(self):
         value = _detach(self)
-        if not isinstance(value, (np.ndarray, np.generic, int, float, bool, complex)):
+        if not (is_ndarray(value) or isinstance(value, (np.generic, int, float, bool, complex))):
             return value  # a traced value: its own conversions raise the right error
         return np.asarray(value)
 

@@ -83,6 +83,13 @@ def is_device_array(value) -> bool:
     return hasattr(value, "__cuda_array_interface__") or type(value).__name__ == "FakeCUDAArray"
 
 
+def is_ndarray(value) -> bool:
+    """Whether ``value`` is a concrete NumPy array. A braze array answers
+    ``isinstance(x, np.ndarray)`` as the array it stands for does (user code
+    branching on it takes NumPy's branch), so braze itself asks its type."""
+    return issubclass(type(value), np.ndarray)
+
+
 def aval_of_value(value, what: str = "argument") -> Aval:
     """The abstract value of a concrete leaf (array, NumPy scalar, Python scalar).
 
@@ -90,7 +97,7 @@ def aval_of_value(value, what: str = "argument") -> Aval:
     a subclass of ``float`` (and ``np.complex128`` of ``complex``), so NumPy
     types are recognised first: ``np.sqrt(2.0)`` is as strong as an array.
     """
-    if isinstance(value, (np.ndarray, np.generic)):
+    if is_ndarray(value) or isinstance(value, np.generic):
         return Aval(tuple(value.shape), check_dtype(value.dtype, what))
     if isinstance(value, bool):
         return Aval((), np.dtype(bool), True)

@@ -32,7 +32,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import layout, pytree, registry
-from .aval import Aval, aval_of_value, is_device_array
+from .aval import Aval, aval_of_value, is_device_array, is_ndarray
 from .composite import Composite
 from .core import NUMPY_IMPL
 from .errors import BrazeError, TargetError, where
@@ -48,14 +48,14 @@ def leaf_key(value, aval: Aval) -> tuple:
     scalar or array, and strides when not C order."""
     scalar = isinstance(value, (np.generic, bool, int, float, complex))
     strides = None
-    if isinstance(value, np.ndarray) and value.ndim and not value.flags.c_contiguous:
+    if is_ndarray(value) and value.ndim and not value.flags.c_contiguous:
         strides = layout.of_array(value)
     return (aval.shape, aval.dtype.str, aval.weak, scalar, strides)
 
 
 def input_spec(value, aval: Aval, key: tuple) -> InputSpec:
     strides = key[4]
-    if strides is None and isinstance(value, np.ndarray):
+    if strides is None and is_ndarray(value):
         strides = layout.c_strides(aval.shape)
     return InputSpec(aval, strides=strides, scalar=key[3])
 
@@ -227,10 +227,10 @@ def finish(value, spec: OutputSpec | None, leaves: list):
         value = leaves[k]
         for op, params in ops:
             value = NUMPY_IMPL[op](value, **params)
-        if spec.scalar and isinstance(value, np.ndarray) and value.ndim == 0:
+        if spec.scalar and is_ndarray(value) and value.ndim == 0:
             return value[()]
         return value
-    if isinstance(value, np.ndarray):
+    if is_ndarray(value):
         if value.ndim == 0:
             return value[()] if spec is None or spec.scalar else value.copy()
         if spec is not None and spec.readonly:
@@ -259,7 +259,7 @@ def write_back(mutated: list[int], inputs: list, values: list) -> None:
     """Copy the new values of arguments the function updated in place into them."""
     for leaf, value in zip(mutated, values):
         target = inputs[leaf]
-        if isinstance(target, np.ndarray) and value is not target:
+        if is_ndarray(target) and value is not target:
             np.copyto(target, value, casting="unsafe")
         elif hasattr(value, "copy_to_host") and value is not target:
             _write_device(target, value)  # an input updated in place on the device
@@ -268,7 +268,7 @@ def write_back(mutated: list[int], inputs: list, values: list) -> None:
 def check_writeable(mutated: list[int], inputs: list, names: list[str], fn_name: str) -> None:
     for leaf in mutated:
         target = inputs[leaf]
-        if isinstance(target, np.ndarray) and not target.flags.writeable:
+        if is_ndarray(target) and not target.flags.writeable:
             raise BrazeError(f"{fn_name}: the function writes into argument {names[leaf]} in place, but the "
                              f"array passed is read-only{where()}; pass a writeable copy (np.array(...)) or "
                              "return a new array instead of updating it")
@@ -305,11 +305,11 @@ class Static:
         return repr(self.value)
 
 
-_DYNAMIC = (np.ndarray, np.generic, float, complex)
+_DYNAMIC = (np.generic, float, complex)  # and NumPy arrays (is_ndarray)
 
 
 def is_dynamic(leaf) -> bool:
-    return isinstance(leaf, _DYNAMIC) or is_device_array(leaf)
+    return is_ndarray(leaf) or isinstance(leaf, _DYNAMIC) or is_device_array(leaf)
 
 
 def static_value(name: str, value) -> Static:

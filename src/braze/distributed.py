@@ -45,6 +45,7 @@ import numpy as np
 from . import pytree
 from .errors import BrazeError, where
 from .graph import Graph, toposort
+from .aval import is_ndarray
 from .ops.linalg import parse_einsum
 
 # ops whose result axes follow their (broadcast) operands axis for axis
@@ -443,14 +444,14 @@ def call(compiled, args, kwargs):
     sig = compiled.signature
     statics = set(sig.static_argnames)
     for name, value in kwargs.items():
-        if name not in statics and (is_dask_array(value) or isinstance(value, np.ndarray)):
+        if name not in statics and (is_dask_array(value) or is_ndarray(value)):
             raise DaskPlanError(f"{compiled.__name__}: pass arrays positionally when calling with Dask arrays "
                                 f"(keyword {name!r}){where()}")
     template, arrays, names = [], [], []
     for k, a in enumerate(args):
         if k in sig.static_argnums:
             template.append(a)
-        elif is_dask_array(a) or (isinstance(a, np.ndarray) and a.ndim > 0):
+        elif is_dask_array(a) or (is_ndarray(a) and a.ndim > 0):
             template.append(_ARRAY)
             arrays.append(a if is_dask_array(a) else da.from_array(a, chunks=a.shape))
             names.append(f"argument {k}")

@@ -16,13 +16,14 @@ from . import numpy as bnp
 from .core import bind
 from .errors import DTypeError, ShapeError, UnsupportedOpError, where
 from .ops.shape import slice_length
+from .aval import is_ndarray
 from .ops._util import broadcast_shape
 
-_CONCRETE = (np.ndarray, list, tuple, range)
+_CONCRETE = (list, tuple, range)  # or a NumPy array (is_ndarray)
 
 
 def _is_traced(value) -> bool:
-    return hasattr(value, "shape") and hasattr(value, "dtype") and not isinstance(value, (np.ndarray, np.generic))
+    return hasattr(value, "shape") and hasattr(value, "dtype") and not (is_ndarray(value) or isinstance(value, np.generic))
 
 
 def _entries(key, shape):
@@ -47,7 +48,7 @@ def _entries(key, shape):
             raise UnsupportedOpError(f"getitem: a scalar boolean index ({k}) is not supported{where()}")
         elif isinstance(k, (int, np.integer)):
             entries.append(("int", int(k)))
-        elif isinstance(k, _CONCRETE):
+        elif is_ndarray(k) or isinstance(k, _CONCRETE):
             arr = np.asarray(k)
             if arr.dtype == bool:
                 entries.extend(("array", np.asarray(i)) for i in np.nonzero(arr))
@@ -98,7 +99,7 @@ def _check_int(i: int, n: int, axis: int) -> int:
 
 
 def _check_array(arr, n: int, axis: int):
-    if isinstance(arr, np.ndarray) and arr.size and (arr.min() < -n or arr.max() >= n):
+    if is_ndarray(arr) and arr.size and (arr.min() < -n or arr.max() >= n):
         bad = arr.max() if arr.max() >= n else arr.min()
         raise ShapeError(f"getitem: index {bad} is out of bounds for axis {axis} with size {n}{where()}")
     return arr
@@ -227,7 +228,7 @@ def getitem(x, key):
 
 def _fit_value(value, region_shape, dtype):
     """The value cast (unsafely, as NumPy's setitem does) and broadcast to the region."""
-    if isinstance(value, (bool, int, float, np.generic, list, tuple, np.ndarray)):
+    if is_ndarray(value) or isinstance(value, (bool, int, float, np.generic, list, tuple)):
         value = np.asarray(value)
         if value.dtype.kind in "OUSVc":
             raise DTypeError(f"setitem: cannot assign a {value.dtype} value into a {dtype} array{where()}")

@@ -23,6 +23,7 @@ from .ops._util import normalize_axes, normalize_axis
 from .ops.elementwise import BINARY, UNARY
 from .ops._util import broadcast_shape
 from . import layout
+from .aval import is_ndarray
 from .layout import is_c_contiguous, is_f_contiguous
 
 _NoValue = np._NoValue  # numpy's own "argument not given" marker
@@ -63,7 +64,7 @@ def _reject(func: str, **kwargs) -> None:
 
 def _as_dtype(func: str, dtype) -> np.dtype:
     """A ``dtype=`` argument as NumPy accepts it (a dtype, type or name; not an array)."""
-    if _is_braze_array(dtype) or isinstance(dtype, np.ndarray):
+    if _is_braze_array(dtype) or is_ndarray(dtype):
         raise DTypeError(f"{func}: dtype= got an array, not a data type{_where()}; pass e.g. np.float32 or x.dtype")
     try:
         return np.dtype(dtype)
@@ -608,7 +609,7 @@ def ravel(a, order="C"):
 def _element_strides(a):
     """Strides in elements: a NumPy array's own, a tracer's modelled ones, or
     None where the layout is not known (a gradient tape's watched array)."""
-    if isinstance(a, np.ndarray):
+    if is_ndarray(a):
         return tuple(st // a.itemsize for st in a.strides) if a.itemsize else (0,) * a.ndim
     if hasattr(a, "shape"):
         return getattr(a, "_strides", None)
@@ -1255,7 +1256,7 @@ def full(shape, fill_value, dtype=None, order="C", *, device=None, like=None):
     if dtype is not None:
         dtype = _as_dtype("full", dtype)
     shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
-    if isinstance(fill_value, (bool, int, float, np.generic, np.ndarray, list, tuple)):
+    if is_ndarray(fill_value) or isinstance(fill_value, (bool, int, float, np.generic, list, tuple)):
         value = np.asarray(fill_value, dtype=dtype)
         value = value[()] if value.ndim == 0 else value
     else:  # a traced or watched value
@@ -1429,7 +1430,7 @@ def tile(A, reps):
 
 
 def _pad_widths(pad_width, ndim):
-    if hasattr(pad_width, "shape") and not isinstance(pad_width, np.ndarray):
+    if hasattr(pad_width, "shape") and not is_ndarray(pad_width):
         raise UnsupportedOpError(f"numpy.pad: traced pad widths are not supported{_where()}; pass Python ints")
     w = np.broadcast_to(np.asarray(pad_width, dtype=np.int64).reshape(-1, 2) if np.ndim(pad_width) else
                         np.asarray([[pad_width, pad_width]], dtype=np.int64), (ndim, 2))

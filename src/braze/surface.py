@@ -86,6 +86,14 @@ class ArrayMethods:
     __array_priority__ = 1000
     __hash__ = None  # like ndarray: mutable, compared elementwise
 
+    @property
+    def __class__(self):
+        """What ``isinstance`` sees: ``isinstance(x, np.ndarray)`` holds for a
+        traced array as for the array it stands for (user code branching on it
+        takes NumPy's branch). ``type(x)`` is still the braze class; braze's own
+        checks use ``is_ndarray`` (a concrete NumPy array), never ``isinstance``."""
+        return type(self) if self._is_scalar() else np.ndarray
+
     # ---- protocols
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         try:

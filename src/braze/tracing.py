@@ -29,7 +29,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import indexing, layout, pytree
-from .aval import Aval, aval_of_value, check_dtype, python_scalar_type
+from .aval import Aval, aval_of_value, check_dtype, is_ndarray, python_scalar_type
 from .core import ABSTRACT, KIND, NUMPY_IMPL, PRIMITIVES, bind, pop_context, push_context, with_flag
 from .errors import BrazeError, ConcretizationError, TraceError, UnsupportedOpError, user_frame, where
 from .graph import Graph, Literal, Node, toposort
@@ -114,7 +114,7 @@ class Tracer(ArrayMethods):
         """A new array (a copy) laid out in ``order`` ('C', 'F', or 'A' and 'K' like
         ``like``, default this array's own strides), as NumPy's copies are."""
         shape = self.shape
-        ref = like._strides if isinstance(like, Tracer) else (layout.of_array(like) if isinstance(like, np.ndarray)
+        ref = like._strides if isinstance(like, Tracer) else (layout.of_array(like) if is_ndarray(like)
                                                               else self._strides)
         if order == "K":
             self._strides = layout.k_order(shape, [ref]) if ref is not None else None
@@ -392,7 +392,7 @@ class GraphContext:
         # an output: the code may have read its results' shapes into Python numbers
         # (``len(x[mask])``), and running it is what checks they still hold.
         self.guards.append((picks[0], None, name))
-        outs = [Tracer(self, p, scalar=not isinstance(leaf, np.ndarray)) for p, leaf in zip(picks, out_leaves)]
+        outs = [Tracer(self, p, scalar=not is_ndarray(leaf)) for p, leaf in zip(picks, out_leaves)]
         for t, p in zip(traced, picks[len(arrays):]):
             t._update(Tracer(self, p))
         return pytree.unflatten(out_tree, outs)
@@ -439,7 +439,7 @@ class GraphContext:
 
                 return self.lift(bnp.array(value, copy=False))
             value = np.asarray(value)
-        if isinstance(value, np.ndarray):
+        if is_ndarray(value):
             return self._capture(value)
         if hasattr(value, "_tape"):
             raise TraceError(
@@ -494,7 +494,7 @@ class GraphContext:
         if aval.ndim == 0:
             if op == "convert":  # x.astype(...) / x.copy() keep what x was
                 first = args[0]
-                out._scalar = first._scalar if isinstance(first, Tracer) else not isinstance(first, np.ndarray)
+                out._scalar = first._scalar if isinstance(first, Tracer) else not is_ndarray(first)
             else:
                 out._scalar = KIND.get(op) in _SCALAR_KINDS
         out._strides = result_strides(op, [strides_of(a) for a in args], [n.aval for n in inputs], params, aval)
@@ -635,11 +635,11 @@ def _static_output(value) -> bool:
 def _output_spec(value, tracers, converted: bool = False) -> OutputSpec:
     if not isinstance(value, Tracer):
         const = value if type(value) in (bool, int, float, complex) or _static_output(value) else None
-        spec = OutputSpec(scalar=not isinstance(value, np.ndarray), const=const)
+        spec = OutputSpec(scalar=not is_ndarray(value), const=const)
         # After a traced value was converted to a NumPy array, an array returned
         # as such may hold it: NumPy would make it anew at each call, so braze
         # returns a copy (a captured global array, otherwise, comes back itself).
-        spec.fresh = converted and isinstance(value, np.ndarray)
+        spec.fresh = converted and is_ndarray(value)
         return spec
     spec = OutputSpec(scalar=value._scalar and value.aval.ndim == 0, readonly=_read_only(value),
                       perm=_dense_order(value), c_order=layout.is_c_contiguous(value.shape, value._strides))

@@ -23,6 +23,7 @@ import numpy as np
 
 from . import indexing
 from . import numpy as bnp
+from .aval import is_ndarray
 from .errors import DTypeError, UnsupportedOpError, where as _where
 
 _REDUCE = {"add": bnp.sum, "multiply": bnp.prod, "maximum": bnp.max, "minimum": bnp.min,
@@ -74,7 +75,7 @@ def _loop_dtypes(ufunc, inputs, dtype, casting):
     keys = []
     for x in inputs:
         s = _stand_in(x)
-        keys.append(type(s) if not isinstance(s, np.ndarray) else s.dtype)
+        keys.append(type(s) if not is_ndarray(s) else s.dtype)
     signature = (None,) * ufunc.nin + (np.dtype(dtype),) + (None,) * (ufunc.nout - 1)
     try:
         return ufunc.resolve_dtypes(tuple(keys) + (None,) * ufunc.nout, signature=signature, casting=casting)
@@ -92,7 +93,7 @@ def call(ufunc, inputs, kwargs):
     out = kwargs.pop("out", None)
     if out is not None and not isinstance(out, tuple):
         out = (out,)
-    if out is not None and not all(o is None or _is_braze(o) or isinstance(o, np.ndarray) for o in out):
+    if out is not None and not all(o is None or _is_braze(o) or is_ndarray(o) for o in out):
         raise DTypeError(f"numpy.{name}: return arrays must be of ArrayType, got "
                          f"{', '.join(type(o).__name__ for o in out)}{_where()}")
     dtype = kwargs.pop("dtype", None)

@@ -17,6 +17,7 @@ from . import registry
 from .api import compile  # noqa: A004
 from .composite import defined
 from .errors import CompositeError
+from .aval import is_ndarray
 from .targets import available
 
 
@@ -89,8 +90,8 @@ def verify(name: str | None = None, targets=None, *, raise_on_error: bool = Fals
                     want = ref(*args)
                 if entry.when is not None and not entry.when(*[_abstract(a) for a in args], **attrs):
                     continue  # this kernel does not apply to this example
-                floats = [a for a in args if isinstance(a, np.ndarray) and a.dtype.kind == "f"]
-                dtype = np.result_type(*(floats or [a for a in args if isinstance(a, np.ndarray)])).name
+                floats = [a for a in args if is_ndarray(a) and a.dtype.kind == "f"]
+                dtype = np.result_type(*(floats or [a for a in args if is_ndarray(a)])).name
                 rep = by_dtype.setdefault(dtype, Report(cname, entry.label, entry.target, dtype, 0.0, 0.0, 0, True))
                 try:
                     with np.errstate(all="ignore"):
@@ -133,8 +134,8 @@ def _verify_body(cname: str, comp, targets) -> list[Report]:
         by_dtype: dict[str, Report] = {}
         for args, attrs in _examples(comp):
             call = _bind_attrs(comp, attrs)
-            floats = [a for a in args if isinstance(a, np.ndarray) and a.dtype.kind == "f"]
-            dtype = np.result_type(*(floats or [a for a in args if isinstance(a, np.ndarray)])).name
+            floats = [a for a in args if is_ndarray(a) and a.dtype.kind == "f"]
+            dtype = np.result_type(*(floats or [a for a in args if is_ndarray(a)])).name
             rep = by_dtype.setdefault(dtype, Report(cname, "body (inlined, fused)", target, dtype, 0.0, 0.0, 0, True))
             with registry.disable_kernels(cname), np.errstate(all="ignore"):
                 want = compile(call, target="generic")(*args)

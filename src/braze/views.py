@@ -9,10 +9,10 @@ watched array behave alike.
 """
 from __future__ import annotations
 
-import numpy as np
 
 from . import layout
 from .core import KIND, PRIMITIVES
+from .aval import is_ndarray
 from .errors import BrazeError, ConcretizationError, where
 
 
@@ -113,6 +113,6 @@ def strides_of(value):
     strides = getattr(value, "_strides", False)
     if strides is not False:
         return strides
-    if isinstance(value, np.ndarray):
+    if is_ndarray(value):
         return layout.of_array(value)
     return ()

@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import pytree
 from ..core import declare
+from ..aval import is_ndarray
 from ..errors import GuardFailed
 
 
@@ -145,7 +146,7 @@ def _rolled_impl(dst, *leaves, spec, table, consts=None):
 def _rolled_inplace(dst, *leaves, spec, table, consts=None):
     if spec.lockstep:  # (its result is a tuple of new arrays: cpu_memory never plans it in place)
         return _rolled_impl(dst, *leaves, spec=spec, table=table, consts=consts)
-    leaves = tuple(np.array(leaf) if isinstance(leaf, np.ndarray) and np.may_share_memory(dst, leaf) else leaf
+    leaves = tuple(np.array(leaf) if is_ndarray(leaf) and np.may_share_memory(dst, leaf) else leaf
                    for leaf in leaves)  # (a leaf sharing memory with dst reads it as it was)
     return spec.run(dst, leaves, table, consts)
 

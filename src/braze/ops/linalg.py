@@ -9,7 +9,7 @@ import functools
 
 import numpy as np
 
-from ..aval import Aval
+from ..aval import Aval, is_ndarray
 from ..core import bind, declare
 from ..errors import GradientError, ShapeError, UnsupportedOpError, where
 from ._util import dtype_error
@@ -144,9 +144,9 @@ def _matmul_impl(a, b):
     zero stride: ``np.ones(n)`` traced as a broadcast constant) made dense
     first: BLAS cannot read it, and NumPy's own loop ran a 500x500 matrix by
     such a vector in 210 us against BLAS's 26 us."""
-    if isinstance(a, np.ndarray) and a.size > 1 and 0 in a.strides:
+    if is_ndarray(a) and a.size > 1 and 0 in a.strides:
         a = np.ascontiguousarray(a)
-    if isinstance(b, np.ndarray) and b.size > 1 and 0 in b.strides:
+    if is_ndarray(b) and b.size > 1 and 0 in b.strides:
         b = np.ascontiguousarray(b)
     return np.matmul(a, b)
 

@@ -121,7 +121,7 @@ LAYERS = [
     ("foundation", ["braze._version", "braze.errors", "braze.log", "braze.aval", "braze.layout", "braze.pytree"]),
     ("graph and op table", ["braze.graph", "braze.core", "braze.ops", "braze.ops.*"]),
     ("tracing and the NumPy surface", ["braze.views", "braze.numpy", "braze.indexing", "braze.ufuncs",
-                                       "braze.surface", "braze.intercept", "braze.tracing"]),
+                                       "braze.surface", "braze.intercept", "braze.sideeffects", "braze.tracing"]),
     ("composites and kernels by name", ["braze.registry", "braze.composite"]),
     ("graph to graph", ["braze.passes", "braze.select", "braze.autodiff", "braze.fusion", "braze.reroll"]),
     ("calling convention and pipeline", ["braze.calling", "braze.pipeline"]),

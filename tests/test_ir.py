@@ -360,10 +360,13 @@ def test_the_cycle_collector_pauses_while_compiling_and_resumes_after():
 
     from braze.graph import collector_paused
 
-    seen = []
+    class Probe:  # (an attribute's list: appending to a list the function names would run it as NumPy)
+        seen = []
+
+    seen = Probe().seen
 
     def fn(x):
-        seen.append(gc.isenabled())
+        Probe.seen.append(gc.isenabled())
         return np.tanh(x) + 1.0
 
     assert gc.isenabled()

@@ -51,3 +51,180 @@ def test_numpy_python_level_functions_still_trace_a_traced_array():
     assert got[2] is True
     assert got[3] is False  # type() is the braze class: isinstance is what libraries use
     assert "graph break" not in str(f.lower(x))
+
+
+# ---------------------------------------------------------------- copies and fresh results
+
+
+def copy_then_write(a):
+    old = a.copy()
+    a[0] = 9.0
+    return old
+
+
+COPIES = {
+    "copy": lambda a: a.copy(),
+    "np_copy": lambda a: np.copy(a),
+    "np_array": lambda a: np.array(a),
+    "astype_same": lambda a: a.astype(a.dtype),
+    "flatten": lambda a: a.flatten(),
+    "concatenate_one": lambda a: np.concatenate([a]),
+    "stack_row": lambda a: np.stack([a])[0],
+    "sum_no_axes": lambda a: a.sum(axis=()),
+    "transpose_copy": lambda a: a.T.copy(),
+    "reversed_copy": lambda a: a[::-1].copy(),
+    "copy_then_write": copy_then_write,
+}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("name", sorted(COPIES))
+def test_a_copy_of_an_argument_is_a_new_array(name, target):
+    fn = COPIES[name]
+    x, y = np.arange(6.0).reshape(2, 3), np.arange(6.0).reshape(2, 3)
+    got, want = braze.compile(fn, target=target)(x), fn(y)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(x, y)  # the argument as NumPy left it
+    assert not np.shares_memory(got, x)
+    got[...] = -1.0  # writing into the result leaves the argument alone
+    np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_view_of_an_argument_is_still_a_view(target):
+    x = np.arange(6.0)
+    got = braze.compile(lambda a: a[1:4], target=target)(x)
+    assert np.shares_memory(got, x)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_an_array_made_of_constants_is_new_at_each_call(target):
+    f = braze.compile(lambda x: (np.eye(2), np.arange(3.0), x + 1), target=target)
+    first = f(np.ones(1))
+    for r in first:
+        r[...] = 100
+    again = f(np.ones(1))
+    np.testing.assert_array_equal(again[0], np.eye(2))
+    np.testing.assert_array_equal(again[1], np.arange(3.0))
+
+
+# ---------------------------------------------------------------- state the function changes
+
+TOTAL = np.zeros(3)
+LOG: list = []
+
+
+def add_to_global(x):
+    TOTAL[:] += x
+    return TOTAL.sum()
+
+
+def write_global_element(x):
+    TOTAL[0] = x.sum()
+    return x * 2
+
+
+def log_loss(x):
+    loss = (x * x).sum()
+    LOG.append(loss)
+    return loss
+
+
+class Recurrent:
+    def __init__(self):
+        self.h = np.zeros(2)
+        self.total = np.zeros(2)
+
+    def step(self, x):
+        self.h = np.tanh(self.h + x)
+        return self.h
+
+    def accumulate(self, x):
+        self.total += x
+        return self.total
+
+
+def noisy(x, rng):
+    return x + rng.normal(size=x.shape)
+
+
+def legacy_noisy(x):
+    return x + np.random.rand(*x.shape)
+
+
+def test_updating_a_global_array_runs_as_numpy_and_updates_it_once_per_call(caplog):
+    TOTAL[:] = 0
+    f = braze.compile(add_to_global, target="cpu")
+    assert [f(np.ones(3)) for _ in range(3)] == [3.0, 6.0, 9.0]
+    np.testing.assert_array_equal(TOTAL, [3.0, 3.0, 3.0])
+    assert "writes into a NumPy array the function did not get as an argument" in caplog.text
+    with pytest.raises(braze.BrazeError, match="cannot write into an array it captured"):
+        braze.compile(add_to_global, target="cpu", fullgraph=True)(np.ones(3))
+    np.testing.assert_array_equal(TOTAL, [3.0, 3.0, 3.0])  # the refused trace left it as it was
+
+
+def test_writing_an_element_of_a_global_array_is_seen():
+    TOTAL[:] = 0
+    f = braze.compile(write_global_element, target="cpu")
+    for k in range(1, 4):
+        np.testing.assert_array_equal(f(np.full(2, float(k))), np.full(2, 2.0 * k))
+        assert TOTAL[0] == 2.0 * k
+
+
+def test_appending_to_a_global_list_appends_values_once_per_call():
+    LOG.clear()
+    f = braze.compile(log_loss, target="cpu")
+    for k in range(3):
+        f(np.full(2, float(k)))
+    assert LOG == [0.0, 2.0, 8.0] and all(type(v) is np.float64 for v in LOG)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_method_that_rebinds_or_updates_attributes_keeps_numpys_state(target):
+    want, got = Recurrent(), Recurrent()
+    step = braze.compile(got.step, target=target)
+    for _ in range(3):
+        np.testing.assert_array_equal(step(np.ones(2)), want.step(np.ones(2)))
+    np.testing.assert_array_equal(got.h, want.h)
+    assert type(got.h) is np.ndarray
+    acc = braze.compile(got.accumulate, target=target)
+    for _ in range(2):
+        np.testing.assert_array_equal(acc(np.ones(2)), want.accumulate(np.ones(2)))
+    assert type(got.total) is np.ndarray
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_random_numbers_are_drawn_at_every_call(target):
+    want = [noisy(np.zeros(3), r) for r in [np.random.default_rng(5)] for _ in range(3)]
+    rng = np.random.default_rng(5)
+    f = braze.compile(noisy, target=target)
+    got = [f(np.zeros(3), rng) for _ in range(3)]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    np.random.seed(3)
+    want = [legacy_noisy(np.zeros(2)) for _ in range(2)]
+    np.random.seed(3)
+    f = braze.compile(legacy_noisy, target=target)
+    got = [f(np.zeros(2)) for _ in range(2)]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_changing_a_list_or_dict_argument_is_seen():
+    def record(history, stats, x):
+        history.append(x.sum())
+        stats["n"] = stats.get("n", 0) + 1
+        return x * 2
+
+    history, stats = [], {}
+    f = braze.compile(record, target="cpu")
+    for k in range(2):
+        f(history, stats, np.full(2, float(k)))
+    assert history == [0.0, 2.0] and stats == {"n": 2}
+
+
+def test_a_function_without_effects_still_compiles():
+    scale = np.array([1.0, 2.0])
+    f = braze.compile(lambda x: x * scale + TOTAL[:2], target="cpu")
+    np.testing.assert_array_equal(f(np.ones(2)), np.ones(2) * scale + TOTAL[:2])
+    assert "kernel" in str(f.lower(np.ones(2)))

@@ -18,6 +18,7 @@ from .errors import BrazeError, DTypeError, GuardFailed, ShapeError, where
 from .graph import Graph
 from .log import logger
 from .pipeline import DEFAULT_CACHE_SIZE, CacheInfo, Lowered, Program
+from .sideeffects import SideEffectError
 from .aval import is_ndarray
 from .targets import resolve
 
@@ -71,6 +72,8 @@ class Compiled:
         if call.key in self._eager_keys:
             return self.fn(*args, **kwargs)
         program = self._program(call)
+        if program is None:  # (its state changes: runs as NumPy)
+            return self.fn(*args, **kwargs)
         if program.breaks:
             return self._run_guarded(program, call, args, kwargs)
         if (not kwargs and len(call.dynamic) == len(args) and not registry.disabled_state() and not call.aliases
@@ -79,7 +82,9 @@ class Compiled:
                                                                               program)
         return self._run(program, call)
 
-    def _program(self, call: calling.Call) -> Program:
+    def _program(self, call: calling.Call, numpy_ok: bool = True) -> Program | None:
+        """The program for ``call``, traced if new; None where the function changes
+        Python state, so that the call runs as NumPy (unless not ``numpy_ok``)."""
         def build():
             program, times = pipeline.build(self.fn, call, self.target, self.__name__, strict=self.fullgraph)
             pipeline.log_build(self.__name__, self.target.name, reason(), times, program.graph)
@@ -87,7 +92,19 @@ class Compiled:
             return program
 
         reason = functools.partial(calling.miss_reason, self._last_call, call)
-        return self._programs.get(call.key, build, reason)
+        try:
+            return self._programs.get(call.key, build, reason)
+        except SideEffectError as exc:
+            if self.fullgraph or not numpy_ok:
+                raise
+            self._run_as_numpy(call, str(exc))
+            return None
+
+    def _run_as_numpy(self, call: calling.Call, reason: str) -> None:
+        """From now on, run this call signature as the plain NumPy function."""
+        self._eager_keys.add(call.key)
+        self._programs.note(f"runs as NumPy: {reason}")
+        logger.warning("%s; this call signature runs as plain NumPy from now on", reason)
 
     def _refresh(self, program: Program) -> Program:
         """``program``, re-selected and re-lowered if kernels it could use changed."""
@@ -115,7 +132,7 @@ class Compiled:
         # (a registry change replaces program.executable and clears the fast path)
         spec = program.outputs[0] if program.outputs else None
         if (not mutated and tree == pytree.LEAF and spec is not None and spec.view is None and not spec.readonly
-                and spec.perm is None):
+                and spec.perm is None and not spec.copy):
             finish = calling.finish
             c_order = spec.c_order
 
@@ -146,7 +163,14 @@ class Compiled:
                                "runs as plain NumPy from now on", self.__name__, MAX_RESPECIALIZATIONS, reason)
                 return self.fn(*args, **kwargs)
             with self._programs.lock:
-                program, times = pipeline.build(self.fn, call, self.target, self.__name__, strict=self.fullgraph)
+                try:
+                    program, times = pipeline.build(self.fn, call, self.target, self.__name__,
+                                                    strict=self.fullgraph)
+                except SideEffectError as exc:
+                    if self.fullgraph:
+                        raise
+                    self._run_as_numpy(call, str(exc))
+                    return self.fn(*args, **kwargs)
                 program.rebuilds = rebuilds
                 self._programs.entries[call.key] = program
                 self._programs.note(f"re-specialized: {reason}")
@@ -178,7 +202,7 @@ class Compiled:
 
         def call(*args, **kwargs):
             c = self.signature.split(args, kwargs)
-            program = self._program(c)
+            program = self._program(c, numpy_ok=False)
             if tree != program.out_tree or not all(is_ndarray(a) for a in leaves):
                 raise BrazeError(
                     f"{self.__name__}.into: out has structure {pytree.describe(tree)} but the function "
@@ -210,7 +234,7 @@ class Compiled:
 
     def lower(self, *args, **kwargs) -> Lowered:
         """Trace (or reuse) and lower for these arguments; see ``Lowered``."""
-        return Lowered(self._program(self.signature.split(args, kwargs)), self.target)
+        return Lowered(self._program(self.signature.split(args, kwargs), numpy_ok=False), self.target)
 
     # ---- paired forward / backward
     def vjp(self, *args, **kwargs):

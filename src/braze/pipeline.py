@@ -25,17 +25,21 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import calling, pytree, registry
+from . import calling, pytree, registry, sideeffects
+from .aval import is_ndarray
 from .errors import BrazeError, ConcretizationError, GuardFailed, TraceError, where
 from .fusion import Program as Fused
 from .fusion import fuse
 from .fusion import unfused as one_step_per_op
-from .graph import Graph, collector_paused
+from .core import current_context
+from .graph import Graph, Node, collector_paused
 from .log import logger
 from .passes import inline_composites, run_passes, small_contractions
 from .reroll import reroll
 from .select import select
+from .sideeffects import SideEffectError
 from .tracing import trace_flat
+from .views import is_view_op
 
 # When set (BRAZE_CHECK_RESULTS=1; the test suite sets it), every call checks
 # that each raw result has the shape and dtype of the graph's output aval: a
@@ -124,7 +128,24 @@ def _build(fn: Callable, call: calling.Call, target, name: str, strict: bool) ->
 
     def flat_fn(*tracers):
         pos, kw = call.rebuild(tracers)
-        leaves, treedef = pytree.flatten(fn(*pos, **kw))
+        watch = sideeffects.Watch(fn, pos, kw)
+        current_context().known = watch.seen
+        try:
+            result = fn(*pos, **kw)
+        except BaseException:
+            if watch.changes():
+                watch.restore()
+            raise
+        changes = watch.changes()
+        if changes:
+            whole = watch.restore()
+            raise SideEffectError(
+                f"{name} {'; '.join(changes)} while it is traced: a compiled program repeats the array "
+                "computation at each call, not that" +
+                ("" if whole else " (the array was too big to copy and keeps what the trace wrote into it)") +
+                f"{where()}; it runs as plain NumPy instead (return the new values, or pass the state as "
+                "arguments, to compile it)")
+        leaves, treedef = pytree.flatten(result)
         out_tree.append(treedef)
         return leaves
 
@@ -144,6 +165,7 @@ def _build(fn: Callable, call: calling.Call, target, name: str, strict: bool) ->
     graph, stages = run_passes(traced.graph, keep_stages=True)
     t2 = time.perf_counter()
     n_out = len(graph.outputs) - len(traced.mutated) - len(traced.guards)
+    _mark_shared_results(graph.outputs[:n_out], traced.outputs)
     program = Program(call.key, graph, stages, None, out_tree[0], n_out, traced.mutated, donated=call.donated,
                       outputs=traced.outputs, guards=traced.guards,
                       breaks=bool(traced.guards) or any(n.op == "host_call" for n in graph.nodes))
@@ -151,6 +173,20 @@ def _build(fn: Callable, call: calling.Call, target, name: str, strict: bool) ->
     t3 = time.perf_counter()
     program.times = {"trace": t1 - t0, "passes": t2 - t1, "lower": t3 - t2, **program.executable.times}
     return program, program.times
+
+
+def _mark_shared_results(outputs: list[Node], specs: list) -> None:
+    """A traced result that is not a view of an argument in NumPy but whose
+    node is an argument, a capture or a constant (or a view of one: ``a.copy()``
+    is ``a`` in a graph of values) is copied at each call, before the arguments
+    are written back: a new array, as NumPy's, never the caller's memory, a
+    global's, or the constant another call returns."""
+    for node, spec in zip(outputs, specs):
+        if spec is None or not spec.traced or spec.view is not None:
+            continue
+        while is_view_op(node.op):
+            node = node.inputs[0]
+        spec.copy = node.op in ("input", "capture", "const")
 
 
 def _odd_argument_error(name: str, call: calling.Call, exc: Exception) -> TraceError:
@@ -208,6 +244,9 @@ def run(program: Program, inputs: list, name: str, target: str, outs=None) -> li
         check_guards(program, results[program.n_out + len(program.mutated):])
     if CHECK_RESULTS:
         check_results(name, target, program.graph, results)
+    for i, spec in enumerate(program.outputs[: program.n_out]):
+        if spec is not None and spec.copy and is_ndarray(results[i]):
+            results[i] = np.array(results[i], order="K")
     calling.write_back(program.mutated, inputs, results[program.n_out:])
     return results
 

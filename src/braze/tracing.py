@@ -253,6 +253,7 @@ class GraphContext:
         self.guards: list[tuple[Node, np.ndarray, str]] = []  # (node, value traced with, what)
         self._values: dict[int, tuple] = {}  # id(node) -> (node, its value)
         self.converted = False  # a traced value was converted to a NumPy array (``__array__``)
+        self.known = None  # ids of the NumPy arrays the function could reach before (sideeffects.Watch)
         # op -> hook(args, params, record): stands in for recording ``op`` (``record()`` records
         # it as usual); braze.distributed cuts programs at matmuls with one
         self.hooks: dict[str, Callable] = {}
@@ -341,7 +342,8 @@ class GraphContext:
         recorded as one ``host_call`` node the program runs (NumPy, SciPy, whatever
         ``fn`` is) between compiled regions; results come back as tracers, and
         arrays ``fn`` writes into are updated (their tracers point at the result)."""
-        from .ops.call import HostCall, is_read_only_write, reads_only
+        from .ops.call import HostCall, _read_only, is_read_only_write, reads_only
+        from .sideeffects import SideEffectError
 
         leaves, treedef = pytree.flatten((tuple(args), dict(kwargs)))
         slots = [i for i, leaf in enumerate(leaves) if isinstance(leaf, Tracer)]
@@ -351,6 +353,8 @@ class GraphContext:
         loc = where()
         call = HostCall(fn, name, treedef, static, slots, loc, pure=reads_only(fn, kwargs))
         values = [self.value(n) for n in nodes]
+        if not call.pure:  # (NumPy arrays it was given that are not traced: read-only, to see it write them)
+            call.static = [_read_only(leaf) if is_ndarray(leaf) else leaf for leaf in static]
         with np.errstate(all="ignore"):
             try:
                 result, _ = call.call(values, writable=False)
@@ -358,7 +362,17 @@ class GraphContext:
                 if not is_read_only_write(exc):
                     raise
                 call.writes = True
-                result, given = call.call(values, writable=True)
+                try:
+                    result, given = call.call(values, writable=True)
+                except Exception as exc:
+                    if not is_read_only_write(exc):
+                        raise
+                    raise SideEffectError(
+                        f"{name}{loc} writes into a NumPy array the function did not get as an argument (a global, "
+                        "a closure's, an attribute's): a compiled program would not write it again at each call; "
+                        "it runs as plain NumPy instead (pass the array as an argument to compile it)") from None
+            finally:
+                call.static = static
         out_leaves, out_tree = pytree.flatten(result)
         arrays = []
         for leaf in out_leaves:
@@ -573,7 +587,7 @@ class OutputSpec:
     the view ops (``view = (argument index, ((op, params), ...))``): then the
     result is that view of the caller's own array, as in NumPy."""
 
-    __slots__ = ("scalar", "readonly", "view", "const", "perm", "c_order", "python", "fresh")
+    __slots__ = ("scalar", "readonly", "view", "const", "perm", "c_order", "python", "fresh", "traced", "copy")
 
     def __init__(self, scalar: bool, readonly: bool = False, view=None, const=None, perm=None, c_order=False):
         self.scalar, self.readonly, self.view = scalar, readonly, view
@@ -582,6 +596,8 @@ class OutputSpec:
         self.c_order = c_order  # NumPy's result is C-contiguous (a copy of a Fortran array, say)
         self.fresh = False  # a NumPy array the function made from values (a graph break): a new copy per call
         self.python = None  # the Python type of a weak result (s * 2 for a float argument s)
+        self.traced = False  # a traced value (not an object the function returned as it was)
+        self.copy = False  # set by the pipeline: the graph's result is memory the caller or braze owns
 
 
 class Trace:
@@ -632,17 +648,18 @@ def _static_output(value) -> bool:
     return isinstance(value, (str, bytes)) or value is Ellipsis
 
 
-def _output_spec(value, tracers, converted: bool = False) -> OutputSpec:
+def _output_spec(value, tracers, converted: bool = False, known=None) -> OutputSpec:
     if not isinstance(value, Tracer):
         const = value if type(value) in (bool, int, float, complex) or _static_output(value) else None
         spec = OutputSpec(scalar=not is_ndarray(value), const=const)
-        # After a traced value was converted to a NumPy array, an array returned
-        # as such may hold it: NumPy would make it anew at each call, so braze
-        # returns a copy (a captured global array, otherwise, comes back itself).
-        spec.fresh = converted and is_ndarray(value)
+        # An array the function made with NumPy while traced (np.arange(3.0), or
+        # holding a traced value it converted): NumPy would make it anew at each
+        # call, so braze returns a copy; a global array comes back itself.
+        spec.fresh = is_ndarray(value) and (converted or (known is not None and id(value) not in known))
         return spec
     spec = OutputSpec(scalar=value._scalar and value.aval.ndim == 0, readonly=_read_only(value),
                       perm=_dense_order(value), c_order=layout.is_c_contiguous(value.shape, value._strides))
+    spec.traced = True
     if value.aval.weak and value.aval.ndim == 0:  # arithmetic on Python scalars gives a Python scalar
         spec.python = python_scalar_type(value.dtype)
     # an argument, or a view (chain) of one: rebuilt from the caller's array
@@ -696,7 +713,7 @@ def trace_flat(fn: Callable, avals: list[Aval], names: list[str] | None = None, 
             originals = [t._node_ for t in inputs]
             outs = fn(*tracers)
             out_nodes = [ctx.lift(0) if _static_output(o) else ctx.lift(o) for o in outs]  # (a static's: unread)
-            out_specs = [_output_spec(o, tracers, ctx.converted) for o in outs]
+            out_specs = [_output_spec(o, tracers, ctx.converted, ctx.known) for o in outs]
             final = [t._node for t in inputs]
     finally:
         pop_context(ctx)

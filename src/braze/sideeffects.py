@@ -1,0 +1,280 @@
+"""Effects a traced function has on Python state, which a compiled program
+would not repeat.
+
+Tracing runs the user's Python once; the program then repeats only the
+array computation. A function that also changes state outside its results
+and arguments' arrays (rebinds a global or an attribute, updates a global
+array or a closure's, appends to a list it was given, draws random numbers)
+would do that once, at the trace, and never again: a silent wrong answer.
+``Watch`` takes a snapshot of the state a function can reach by name (the
+globals its code names and the arrays, lists, dicts and random generators
+they hold, its closure's cells likewise, ``self``'s attributes for a method
+and its arguments' (a few levels deep), NumPy's global random state) before
+the trace; after it, any difference is put back as it was and raises
+``SideEffectError``, and the compiled function runs that call signature as
+plain NumPy (``braze.compile(fullgraph=True)`` raises instead).
+
+Only what the function reaches by name is watched (not a module another
+function it calls keeps its state in); the cost is at tracing only.
+"""
+from __future__ import annotations
+
+import functools
+import sys
+import types
+import zlib
+
+import numpy as np
+
+from .aval import is_ndarray
+from .errors import UnsupportedOpError
+
+_MISSING = object()
+_COPY_LIMIT = 1 << 28  # bytes of watched arrays copied (to put back); beyond, a checksum only
+_DEPTH = 3  # attributes of attributes ... watched this deep
+_LIBRARIES = ("numpy", "braze", "scipy", "numba", "llvmlite", "dask")
+_NOT_USERS = frozenset(_LIBRARIES) | sys.stdlib_module_names  # (a lock's, a logger's state is theirs)
+
+
+class SideEffectError(UnsupportedOpError):
+    """The function changed Python state a compiled program would not change
+    again at each call (a global, an attribute, a list argument, a random
+    generator); the call runs as NumPy instead."""
+
+
+def _is_rng(value) -> bool:
+    return isinstance(value, (np.random.Generator, np.random.RandomState, np.random.BitGenerator))
+
+
+def _rng_state(value):
+    if isinstance(value, np.random.RandomState):
+        return value.get_state(legacy=False)
+    if isinstance(value, np.random.Generator):
+        return value.bit_generator.state
+    return value.state
+
+
+def _set_rng_state(value, state) -> None:
+    if isinstance(value, np.random.RandomState):
+        value.set_state(state)
+    elif isinstance(value, np.random.Generator):
+        value.bit_generator.state = state
+    else:
+        value.state = state
+
+
+def _same_state(a, b) -> bool:
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same_state(a[k], b[k]) for k in a)
+    if is_ndarray(a) or is_ndarray(b):
+        return np.array_equal(a, b)
+    return a == b
+
+
+def _is_users(f: types.FunctionType) -> bool:
+    """Whether ``f`` is the user's code (not a library's: its state is its own)."""
+    module = getattr(f, "__module__", None) or ""
+    return module.split(".")[0] not in _LIBRARIES
+
+
+def _code_names(code: types.CodeType) -> set[str]:
+    """The global names a code object and the functions defined in it use."""
+    names, stack = set(), [code]
+    while stack:
+        c = stack.pop()
+        names.update(c.co_names)
+        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    return names
+
+
+def _functions(fn):
+    """The Python functions (and bound objects) behind ``fn``."""
+    seen, stack, out = set(), [fn], []
+    while stack:
+        f = stack.pop()
+        if id(f) in seen:
+            continue
+        seen.add(id(f))
+        if isinstance(f, functools.partial):
+            stack.append(f.func)
+            out.extend(("arg", a) for a in (*f.args, *f.keywords.values()))
+        elif isinstance(f, types.MethodType):
+            stack.append(f.__func__)
+            out.append(("self", f.__self__))
+        elif isinstance(f, types.FunctionType):
+            out.append(("function", f))
+        elif hasattr(f, "fn") and callable(f.fn):  # a braze.compile'd function
+            stack.append(f.fn)
+        elif callable(f) and not isinstance(f, type) and hasattr(type(f), "__call__") and \
+                isinstance(getattr(type(f), "__call__", None), types.FunctionType):
+            out.append(("self", f))  # a callable object: its __call__ reads self's attributes
+            stack.append(type(f).__call__)
+    return out
+
+
+class Watch:
+    """A snapshot of the state ``fn`` reaches; ``check`` after the trace."""
+
+    def __init__(self, fn, args: tuple = (), kwargs: dict | None = None):
+        self.bindings = []   # (namespace dict or cell, key, value it held, what)
+        self.arrays = []     # (array, copy or None, checksum, what)
+        self.rngs = []       # (generator, state, what)
+        self.containers = []  # (list / dict, shallow copy, what)
+        self._copied = 0
+        self.seen: set[int] = set()  # ids of every object watched (arrays among them)
+        self._pending = [fn]
+        done: set[int] = set()
+        while self._pending:  # the function, then the user functions it names (a worklist, no recursion)
+            f = self._pending.pop()
+            if id(f) in done:
+                continue
+            done.add(id(f))
+            for kind, part in _functions(f):
+                if kind == "function" and not _is_users(part):  # (a library's wrapper: the user's function
+                    self._pending.extend(c.cell_contents for c in part.__closure__ or ()  # it closes over)
+                                         if _full(c) and callable(c.cell_contents))
+                elif kind == "function":
+                    self._function(part)
+                elif kind == "self" and (type(part).__module__ or "").split(".")[0] in _LIBRARIES:
+                    attrs = getattr(part, "__dict__", {})  # (a library's object: the user's function it holds)
+                    self._pending.extend(v for v in attrs.values() if isinstance(v, types.FunctionType))
+                elif kind == "self":
+                    self._object(part, "self", 0)
+                else:
+                    self._value(part, "an argument", 0)
+        for k, a in enumerate(args):
+            self._value(a, f"argument {k}", 0)
+        for name, a in (kwargs or {}).items():
+            self._value(a, f"argument {name}", 0)
+        self.legacy = np.random.get_state(legacy=False)
+
+    def _function(self, f: types.FunctionType) -> None:
+        g = f.__globals__
+        for name in _code_names(f.__code__):
+            if name in g:
+                self._binding(g, name, g[name], f"the global {name}", _DEPTH)
+        for name, cell in zip(f.__code__.co_freevars, f.__closure__ or ()):
+            try:
+                value = cell.cell_contents
+            except ValueError:  # (an empty cell: a name assigned later)
+                value = _MISSING
+            self._binding(cell, None, value, f"{name} (from an enclosing function)", _DEPTH)
+
+    # ---- snapshot
+    def _binding(self, space, key, value, what: str, depth: int) -> None:
+        self.bindings.append((space, key, value, what))
+        if value is not _MISSING:
+            self._value(value, what, depth)
+
+    def _object(self, obj, what: str, depth: int) -> None:
+        attrs = getattr(obj, "__dict__", None)
+        if isinstance(attrs, dict) and not isinstance(obj, (type, types.ModuleType)) and depth < _DEPTH:
+            for name, value in list(attrs.items()):
+                self._binding(attrs, name, value, f"{what}.{name}", depth + 1)
+
+    def _value(self, value, what: str, depth: int) -> None:
+        if id(value) in self.seen:
+            return
+        self.seen.add(id(value))
+        if isinstance(value, types.FunctionType) and _is_users(value):
+            self._pending.append(value)
+        elif is_ndarray(value):
+            if value.flags.writeable and value.size:
+                self._array(value, what)
+        elif _is_rng(value):
+            self.rngs.append((value, _rng_state(value), what))
+        elif isinstance(value, (list, dict)):
+            self.containers.append((value, value.copy(), what))
+            for k, v in (value.items() if isinstance(value, dict) else enumerate(value)):
+                if is_ndarray(v) or _is_rng(v):
+                    self._value(v, f"{what}[{k!r}]", depth + 1)
+        elif (type(value).__module__ or "").split(".")[0] not in _NOT_USERS:
+            self._object(value, what, depth)  # a user object (self, an argument): its attributes
+
+    def _array(self, a: np.ndarray, what: str) -> None:
+        copy = None
+        if self._copied + a.nbytes <= _COPY_LIMIT:
+            copy = a.copy()
+            self._copied += a.nbytes
+        self.arrays.append((a, copy, _checksum(a) if copy is None else 0, what))
+
+    # ---- after the trace
+    def changes(self) -> list[str]:
+        """What the function changed, in words (empty: nothing)."""
+        out = []
+        for space, key, value, what in self.bindings:
+            now = _read(space, key)
+            if now is not value:
+                out.append(f"rebinds {what}")
+        for a, copy, checksum, what in self.arrays:
+            if (copy is not None and not np.array_equal(a, copy, equal_nan=a.dtype.kind in "fc")) or \
+                    (copy is None and _checksum(a) != checksum):
+                out.append(f"writes into the array {what}")
+        for rng, state, what in self.rngs:
+            if not _same_state(_rng_state(rng), state):
+                out.append(f"draws from the random generator {what}")
+        if not _same_state(np.random.get_state(legacy=False), self.legacy):
+            out.append("draws from NumPy's global random state (np.random.*)")
+        for container, before, what in self.containers:
+            if (isinstance(container, list) and (len(container) != len(before) or
+                                                 any(a is not b for a, b in zip(container, before)))) or \
+                    (isinstance(container, dict) and (container.keys() != before.keys() or
+                                                      any(container[k] is not before[k] for k in before))):
+                out.append(f"changes the {type(container).__name__} {what}")
+        return out
+
+    def restore(self) -> bool:
+        """Put back what changed; False where an array too big to copy was written."""
+        whole = True
+        for space, key, value, _ in self.bindings:
+            if _read(space, key) is not value:
+                _write(space, key, value)
+        for a, copy, checksum, _ in self.arrays:
+            if copy is not None:
+                if not np.array_equal(a, copy, equal_nan=a.dtype.kind in "fc"):
+                    np.copyto(a, copy)
+            elif _checksum(a) != checksum:
+                whole = False
+        for rng, state, _ in self.rngs:
+            _set_rng_state(rng, state)
+        np.random.set_state(self.legacy)
+        for container, before, _ in self.containers:
+            if isinstance(container, list):
+                container[:] = before
+            else:
+                container.clear()
+                container.update(before)
+        return whole
+
+
+def _full(cell) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:
+        return False
+    return True
+
+
+def _read(space, key):
+    if key is None:  # a closure cell
+        try:
+            return space.cell_contents
+        except ValueError:
+            return _MISSING
+    return space.get(key, _MISSING)
+
+
+def _write(space, key, value) -> None:
+    if key is None:
+        if value is _MISSING:
+            del space.cell_contents
+        else:
+            space.cell_contents = value
+    elif value is _MISSING:
+        space.pop(key, None)
+    else:
+        space[key] = value
+
+
+def _checksum(a: np.ndarray) -> int:
+    return zlib.crc32(memoryview(np.ascontiguousarray(a)).cast("B"))

@@ -228,3 +228,126 @@ def test_a_function_without_effects_still_compiles():
     f = braze.compile(lambda x: x * scale + TOTAL[:2], target="cpu")
     np.testing.assert_array_equal(f(np.ones(2)), np.ones(2) * scale + TOTAL[:2])
     assert "kernel" in str(f.lower(np.ones(2)))
+
+
+# ---------------------------------------------------------------- values read while tracing
+
+RATE = 0.1
+WEIGHTS = np.ones(3)
+
+
+def sgd(w):
+    return w - RATE * WEIGHTS
+
+
+def test_a_rebound_global_is_read_again_and_its_contents_live():
+    global RATE, WEIGHTS
+    f = braze.compile(sgd, target="cpu")
+    try:
+        np.testing.assert_array_equal(f(np.ones(3)), sgd(np.ones(3)))
+        RATE = 0.5  # rebound: traced again
+        np.testing.assert_array_equal(f(np.ones(3)), np.full(3, 0.5))
+        WEIGHTS[0] = 2.0  # written in place: read at the call
+        np.testing.assert_array_equal(f(np.ones(3)), [0.0, 0.5, 0.5])
+        WEIGHTS = np.zeros(3)  # rebound
+        np.testing.assert_array_equal(f(np.ones(3)), np.ones(3))
+        assert any("the global RATE changed" in r for r in f.cache_info().reasons)
+    finally:
+        RATE, WEIGHTS = 0.1, np.ones(3)
+
+
+def test_closure_variables_and_attributes_rebound_are_read_again():
+    k = 2.0
+
+    def scale(x):
+        return x * k
+
+    f = braze.compile(scale, target="cpu")
+    np.testing.assert_array_equal(f(np.ones(2)), [2.0, 2.0])
+    k = 3.0
+    np.testing.assert_array_equal(f(np.ones(2)), [3.0, 3.0])
+
+    class Model:
+        lr = 0.1
+
+        def step(self, w):
+            return w - self.lr
+
+    m = Model()
+    m.lr = 0.1
+    step = braze.compile(m.step, target="generic")
+    np.testing.assert_array_equal(step(np.ones(1)), [0.9])
+    m.lr = 0.5
+    np.testing.assert_array_equal(step(np.ones(1)), [0.5])
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_specialized_value_tells_minus_zero_from_zero(target):
+    import math
+
+    def signed(x):
+        return math.copysign(1.0, float(x[0])) * x
+
+    f = braze.compile(signed, target=target)
+    for first in (0.0, -0.0, 0.0):
+        x = np.array([first, 1.0])
+        np.testing.assert_array_equal(np.signbit(f(x)), np.signbit(signed(x)))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("make", [lambda: np.arange(20.0)[::2], lambda: np.arange(20.0)[::-2],
+                                  lambda: np.arange(600.0).reshape(30, 20)[:, 3]])
+def test_code_reading_memory_by_strides_reads_numpys_memory(make, target):
+    from numpy.lib.stride_tricks import as_strided, sliding_window_view
+
+    def windows(x):
+        w = as_strided(x, shape=(len(x) - 2, 3), strides=(x.strides[0], x.strides[0]))
+        return w.sum(1) + sliding_window_view(x, 3).max(1) + sliding_window_view(x[::2] * 2, 2).min(1)[0]
+
+    got, want = braze.compile(windows, target=target)(make()), windows(make())
+    np.testing.assert_array_equal(got, want)
+
+
+# ---------------------------------------------------------------- results' Python types and NumPy's errors
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_python_numbers_and_numpy_scalars_come_back_as_numpy_gives_them(target):
+    import math
+
+    cases = {
+        "allclose": lambda a: np.allclose(a, a),
+        "array_equal": lambda a: np.array_equal(a, a + 1),
+        "allclose_times": lambda a: np.allclose(a, a) * a,
+        "gather_0d": lambda a: a[a.argmax()],
+        "gather_0d_2d": lambda a: a.reshape(2, 2)[a.argmin() // 2, a.argmax() % 2] + 1,
+        "tensordot_all": lambda a: np.tensordot(a.reshape(2, 2), a.reshape(2, 2)),
+        "tensordot_1d": lambda a: np.tensordot(a, a, 1),
+        "einsum_all": lambda a: np.einsum("i,i->", a, a),
+        "round_digits": lambda a: round(a.sum() / 3, 2),
+        "round_int": lambda a: round(a.sum() / 3),
+        "trunc": lambda a: math.trunc(a.sum() / 3),
+        "round_int_scalar": lambda a: round(a.max(), -1),
+    }
+    x = np.array([1.25, 3.5, -2.0, 7.75])  # (math.trunc of a float32 is a TypeError in NumPy too)
+    for name, fn in cases.items():
+        got, want = braze.compile(fn, target=target)(x), fn(x)
+        assert type(got) is type(want), name
+        np.testing.assert_array_equal(got, want, err_msg=name)
+    with pytest.raises(TypeError, match="__round__"):
+        braze.compile(lambda a: round(a), target=target)(x)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_assigning_a_python_int_out_of_range_is_numpys_overflow_error(target):
+    def store(a, v):
+        a[0] = v
+        return a
+
+    for v in (300, -1, -1.2):
+        with pytest.raises(OverflowError, match="out of bounds for uint8") as info:
+            braze.compile(store, target=target, static_argnums=1)(np.zeros(2, np.uint8), v)
+        assert isinstance(info.value, braze.BrazeError)
+    for v in (255, 3.7, np.int64(300)):  # in range, a float (cast), a NumPy int (cast, wraps): as NumPy
+        np.testing.assert_array_equal(braze.compile(store, target=target, static_argnums=1)(np.zeros(2, np.uint8), v),
+                                      store(np.zeros(2, np.uint8), v))

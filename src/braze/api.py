@@ -18,7 +18,7 @@ from .errors import BrazeError, DTypeError, GuardFailed, ShapeError, where
 from .graph import Graph
 from .log import logger
 from .pipeline import DEFAULT_CACHE_SIZE, CacheInfo, Lowered, Program
-from .sideeffects import SideEffectError
+from .sideeffects import SideEffectError, stale
 from .aval import is_ndarray
 from .targets import resolve
 
@@ -60,7 +60,8 @@ class Compiled:
                 fast = None
             if (fast is not None and fast[1] == len(args) and type(current_context()) is EagerContext
                     and fast[2].registry_version == registry.VERSION[0] and not registry.disabled_state()
-                    and (len(args) < 2 or calling.distinct_owners(args))):
+                    and (len(args) < 2 or calling.distinct_owners(args))
+                    and (not fast[2].pins or stale(fast[2].pins, fast[2].contents) is None)):
                 self._programs.info.hits += 1
                 self._programs.peek(fast[2].key)
                 return fast[0](list(args))
@@ -93,7 +94,15 @@ class Compiled:
 
         reason = functools.partial(calling.miss_reason, self._last_call, call)
         try:
-            return self._programs.get(call.key, build, reason)
+            program = self._programs.get(call.key, build, reason)
+            changed = stale(program.pins, program.contents) if program.pins else None
+            if changed is not None:  # a global (closure variable, attribute) the trace read was rebound
+                with self._programs.lock:
+                    if self._programs.entries.get(call.key) is program:
+                        del self._programs.entries[call.key]
+                    self._forget_fast(program)
+                return self._programs.get(call.key, build, lambda: f"{changed} since it was traced")
+            return program
         except SideEffectError as exc:
             if self.fullgraph or not numpy_ok:
                 raise

@@ -89,5 +89,9 @@ class IndexOutOfRangeError(BrazeError, IndexError):
     """An index array held a value out of range (known only when the program runs)."""
 
 
+class PythonIntOverflowError(BrazeError, OverflowError):
+    """A Python int out of the range of the integer array it meets (NumPy's OverflowError)."""
+
+
 class TraceError(BrazeError):
     """A misuse of tracing itself, such as a tracer that escaped its trace."""

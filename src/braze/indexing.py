@@ -14,7 +14,7 @@ import numpy as np
 
 from . import numpy as bnp
 from .core import bind
-from .errors import DTypeError, ShapeError, UnsupportedOpError, where
+from .errors import DTypeError, PythonIntOverflowError, ShapeError, UnsupportedOpError, where
 from .ops.shape import slice_length
 from .aval import is_ndarray
 from .ops._util import broadcast_shape
@@ -229,11 +229,16 @@ def getitem(x, key):
 def _fit_value(value, region_shape, dtype):
     """The value cast (unsafely, as NumPy's setitem does) and broadcast to the region."""
     if is_ndarray(value) or isinstance(value, (bool, int, float, np.generic, list, tuple)):
-        value = np.asarray(value)
-        if value.dtype.kind in "OUSVc":
-            raise DTypeError(f"setitem: cannot assign a {value.dtype} value into a {dtype} array{where()}")
-        value = value.astype(dtype)
-        value = value[()] if value.ndim == 0 else value
+        given = np.asarray(value)
+        if given.dtype.kind in "OUSVc":
+            raise DTypeError(f"setitem: cannot assign a {given.dtype} value into a {dtype} array{where()}")
+        converted = np.empty(given.shape, dtype)
+        try:
+            converted[...] = value  # NumPy's own conversion: a Python int out of the dtype's range is an error
+        except OverflowError as exc:
+            raise PythonIntOverflowError(f"setitem: {exc}{where()}, as NumPy says; assign a value the "
+                                         f"{dtype} array can hold, or cast the array first") from None
+        value = converted[()] if converted.ndim == 0 else converted
     elif np.dtype(value.dtype) != dtype:
         value = bnp.astype(value, dtype)
     vshape = bnp.shape(value)

@@ -175,6 +175,25 @@ def k_order(shape, operands) -> Strides:
     return tuple(out)
 
 
+def laid_out(value: np.ndarray, strides: Strides, limit: int = 1 << 26):
+    """A copy of ``value`` whose strides (in elements) are ``strides``, in a new
+    buffer spanning the elements they reach; None when that span is over
+    ``limit`` bytes (a column of a large matrix) or has no room (overlaps)."""
+    shape = value.shape
+    if value.size == 0 or len(strides) != len(shape):
+        return None
+    low = sum(s * (n - 1) for s, n in zip(strides, shape) if s < 0)
+    high = sum(s * (n - 1) for s, n in zip(strides, shape) if s > 0)
+    if (high - low + 1) * value.itemsize > max(limit, 4 * value.nbytes):
+        return None
+    if any(s == 0 for s, n in zip(strides, shape) if n > 1):
+        return None  # (a broadcast layout: several indices are one element)
+    buf = np.empty(high - low + 1, value.dtype)
+    out = np.lib.stride_tricks.as_strided(buf[-low:], shape, tuple(s * value.itemsize for s in strides))
+    out[...] = value
+    return out
+
+
 def describe(shape, strides) -> str:
     """'C', 'F', 'CF' or the strides, for cache keys and messages."""
     if strides is None:

@@ -947,7 +947,8 @@ def tensordot(a, b, axes=2):
     for i, j in zip(ax_a, ax_b):
         sb[j] = sa[i]
     out = [c for i, c in enumerate(sa) if i not in ax_a] + [c for j, c in enumerate(sb) if j not in ax_b]
-    return bind("einsum", a, b, subscripts=f"{''.join(sa)},{''.join(sb)}->{''.join(out)}")
+    result = bind("einsum", a, b, subscripts=f"{''.join(sa)},{''.join(sb)}->{''.join(out)}")
+    return result if out else array(result)  # (NumPy's tensordot of every axis is a 0-d array, not a scalar)
 
 
 def einsum(subscripts, *operands, out=None, optimize=False, dtype=None, order="K", casting="safe", **kwargs):

@@ -238,7 +238,8 @@ def _einsum_written_out(node: Node) -> Node | None:
     if not 1 <= count <= SMALL_CONTRACTION:
         return None
     last = out[-1] if out else None
-    if any(last in spec and (spec[-1] != last or _strided_last(x)) for spec, x in zip(ins, node.inputs)):
+    if last is not None and any(last in spec and (spec[-1] != last or _strided_last(x))
+                                for spec, x in zip(ins, node.inputs)):
         return None  # (an operand read with a stride along the result's last axis: see _strided_last)
 
     def aligned(x: Node, spec: str, at: dict) -> Node:

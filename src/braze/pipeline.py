@@ -82,6 +82,8 @@ class Program:
     guards: list = field(default_factory=list)    # (value traced with, what) per guard output (graph breaks)
     breaks: bool = False                          # graph breaks: guards or calls run between regions
     rebuilds: int = 0                             # re-specializations of this call key so far
+    pins: tuple = ()                              # names whose values the trace read (sideeffects.stale)
+    contents: tuple = ()                          # arrays whose values it holds what NumPy computed of
 
     def current(self) -> bool:
         """Whether no kernel registration since lowering could change the selection."""
@@ -124,7 +126,7 @@ def build(fn: Callable, call: calling.Call, target, name: str, strict: bool = Fa
 
 
 def _build(fn: Callable, call: calling.Call, target, name: str, strict: bool) -> tuple[Program, dict]:
-    out_tree = []
+    out_tree, pins = [], []
 
     def flat_fn(*tracers):
         pos, kw = call.rebuild(tracers)
@@ -136,6 +138,7 @@ def _build(fn: Callable, call: calling.Call, target, name: str, strict: bool) ->
             if watch.changes():
                 watch.restore()
             raise
+        pins.append((watch.pins(), watch))
         changes = watch.changes()
         if changes:
             whole = watch.restore()
@@ -169,6 +172,12 @@ def _build(fn: Callable, call: calling.Call, target, name: str, strict: bool) ->
     program = Program(call.key, graph, stages, None, out_tree[0], n_out, traced.mutated, donated=call.donated,
                       outputs=traced.outputs, guards=traced.guards,
                       breaks=bool(traced.guards) or any(n.op == "host_call" for n in graph.nodes))
+    if pins:
+        program.pins, watch = pins[-1]
+        if any(id(a) not in watch.seen for a in traced.graph.captures):
+            # an array NumPy computed while traced (not a tracer's op) may come from
+            # a global's values: the program holds it, so it checks they still hold
+            program.contents = watch.contents()
     lower(program, target)
     t3 = time.perf_counter()
     program.times = {"trace": t1 - t0, "passes": t2 - t1, "lower": t3 - t2, **program.executable.times}
@@ -257,7 +266,9 @@ def check_guards(program: Program, values: list) -> None:
         if expected is None:
             continue  # a call run for its effect
         value = np.asarray(value.copy_to_host() if hasattr(value, "copy_to_host") else value)
-        if value.shape != expected.shape or not np.array_equal(value, expected, equal_nan=expected.dtype.kind in "fc"):
+        if value.shape != expected.shape or not np.array_equal(value, expected, equal_nan=expected.dtype.kind in "fc") \
+                or (expected.dtype.kind == "f" and not np.array_equal(np.signbit(value), np.signbit(expected))):
+            # (-0.0 == 0.0, but math.copysign and 1 / x tell them apart)
             raise GuardFailed(f"a value the program was specialized on changed: {what}")
 
 

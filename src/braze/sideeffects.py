@@ -20,6 +20,7 @@ function it calls keeps its state in); the cost is at tracing only.
 from __future__ import annotations
 
 import functools
+import math
 import sys
 import types
 import zlib
@@ -198,6 +199,23 @@ class Watch:
             self._copied += a.nbytes
         self.arrays.append((a, copy, _checksum(a) if copy is None else 0, what))
 
+    def pins(self) -> tuple:
+        """The names whose values the trace baked in: (namespace or cell, key,
+        value, what) for each global, closure variable or attribute holding a
+        number, a string or an array. ``stale`` says, at each call, whether one
+        was rebound since (then the function is traced again, as NumPy would
+        read the new value)."""
+        return tuple(b for b in self.bindings if b[2] is not _MISSING and _pinned(b[2]))
+
+    def contents(self) -> tuple:
+        """The arrays the function names (globals, closure variables, ``self``'s
+        attributes) with their values now: when the trace computed with NumPy on
+        them (``0.5 * W``: NumPy's arithmetic, not traced, so the program holds
+        the product), ``stale`` checks at each call that they still hold these
+        values (a copy compared, or a checksum for arrays too big to copy)."""
+        return tuple((a, copy, checksum, what) for a, copy, checksum, what in self.arrays
+                     if not what.startswith("argument"))
+
     # ---- after the trace
     def changes(self) -> list[str]:
         """What the function changed, in words (empty: nothing)."""
@@ -245,6 +263,34 @@ class Watch:
                 container.clear()
                 container.update(before)
         return whole
+
+
+_PINNED = (int, float, complex, bool, str, bytes, np.generic, np.ndarray)
+
+
+def _pinned(value) -> bool:
+    return isinstance(value, _PINNED) or (isinstance(value, tuple) and all(isinstance(v, _PINNED) for v in value))
+
+
+def stale(pins: tuple, contents: tuple = ()) -> str | None:
+    """The first pinned name rebound since the trace (in words), or None; with
+    ``contents`` (``Watch.contents``), also the first array written since."""
+    for space, key, value, what in pins:
+        now = _read(space, key)
+        if now is not value and not (type(now) is type(value) and not is_ndarray(value) and _equal(now, value)):
+            return f"{what} changed"
+    for a, copy, checksum, what in contents:
+        if (copy is not None and not np.array_equal(a, copy, equal_nan=a.dtype.kind in "fc")) or \
+                (copy is None and _checksum(a) != checksum):
+            return f"the values of {what} changed"
+    return None
+
+
+def _equal(a, b) -> bool:
+    try:
+        return bool(a == b) and (not isinstance(a, float) or math.copysign(1, a) == math.copysign(1, b))
+    except (TypeError, ValueError):
+        return False
 
 
 def _full(cell) -> bool:

@@ -8,6 +8,7 @@ arrays can use it the same way.
 """
 from __future__ import annotations
 
+import math
 import operator
 
 import numpy as np
@@ -176,6 +177,20 @@ class ArrayMethods:
 
     def __index__(self):
         return self._concretize(operator.index, "used as a Python index (range, list index, slice bound)")
+
+    def __round__(self, ndigits=None):
+        """``round(s)`` of a NumPy scalar reads it into a Python int; ``round(s, n)``
+        stays a traced NumPy scalar (``np.round``). Arrays have no ``round()``."""
+        if not self._is_scalar():
+            raise TypeError("type numpy.ndarray doesn't define __round__ method")  # NumPy's words
+        if ndigits is None:
+            return self._concretize(round, "rounded to a Python int with round()")
+        return bnp.round(self, ndigits)
+
+    def __trunc__(self):
+        if not self._is_scalar():
+            raise TypeError("type numpy.ndarray doesn't define __trunc__ method")
+        return self._concretize(math.trunc, "converted with math.trunc()")
 
     def item(self, *args):
         return self._concretize(lambda v: np.asarray(v).item(*args), "read with .item()")

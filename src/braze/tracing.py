@@ -31,7 +31,8 @@ import numpy as np
 from . import indexing, layout, pytree
 from .aval import Aval, aval_of_value, check_dtype, is_ndarray, python_scalar_type
 from .core import ABSTRACT, KIND, NUMPY_IMPL, PRIMITIVES, bind, pop_context, push_context, with_flag
-from .errors import BrazeError, ConcretizationError, TraceError, UnsupportedOpError, user_frame, where
+from .errors import (ConcretizationError, PythonIntOverflowError, TraceError, UnsupportedOpError,
+                     user_frame, where)
 from .graph import Graph, Literal, Node, toposort
 from .surface import ArrayMethods
 from .views import ReadOnlyError, View, is_view_op, make_view, refresh, result_strides, strides_of
@@ -297,7 +298,7 @@ class GraphContext:
         # traced with (a LAPACK call that overwrote its argument changed it, and every
         # call then failed the guard), and a write meant for the traced array fails
         # loudly instead of going to a copy the program never reads.
-        given = value.view()
+        given = self._as_laid_out(tracer, node, value)
         given.flags.writeable = False
         try:
             result = convert(value[()] if tracer._is_scalar() else given)
@@ -309,6 +310,40 @@ class GraphContext:
         self.notes.append(f"graph break: a traced {node.aval} was {what}{loc}; specialized on "
                           f"{shown} (a guard re-traces when it changes)")
         return result
+
+    def _as_laid_out(self, tracer: "Tracer", node: Node, value: np.ndarray) -> np.ndarray:
+        """A view of the concrete value with the strides the traced array says it
+        has (``x.strides`` of a strided argument): code reading memory by strides
+        (``as_strided(x, ..., x.strides)``) reads what NumPy's would."""
+        strides = tracer._strides
+        if strides is None or value.ndim == 0 or layout.is_c_contiguous(value.shape, strides):
+            return value.view()
+        real = self._argument_view(tracer)  # (the caller's memory, unchanged so far)
+        if real is not None and layout.of_array(real) == tuple(strides):
+            return real.view()
+        laid = layout.laid_out(value, strides)
+        if laid is None:
+            raise ConcretizationError(
+                f"a traced {node.aval} with strides {tuple(s * value.itemsize for s in strides)} was converted to a "
+                f"NumPy array{where()}, which braze cannot lay out with those strides; copy it first "
+                "(np.ascontiguousarray(x)) if the code reads its memory by strides")
+        return laid.view()
+
+    def _argument_view(self, tracer: "Tracer"):
+        """The caller's array ``tracer`` is (a view of) while no write changed it, else None."""
+        ops, t = [], tracer
+        while t._view is not None and not t._view.uncertain:
+            ops.append((t._view.op, t._view.params))
+            t = t._view.base
+        node = t._node
+        if node.op != "input" or self.concrete is None:
+            return None
+        real = self.concrete[node.kw["index"]]
+        if not is_ndarray(real):
+            return None
+        for op, params in reversed(ops):
+            real = NUMPY_IMPL[op](real, **params)
+        return real if is_ndarray(real) else None
 
     def select(self, x, mask) -> "Tracer":
         """``x[mask]`` for a traced boolean mask of ``x``'s shape: a ``compress``
@@ -386,7 +421,9 @@ class GraphContext:
             arrays.append(a)
         written = list(given) if call.writes else []
         call.out_tree = out_tree
-        call.avals = tuple(Aval(a.shape, a.dtype) for a in arrays + written)
+        # (a Python number it returned is weak, as in NumPy: np.allclose gives a bool)
+        weak = [type(leaf) in (bool, int, float) for leaf in out_leaves] + [False] * len(written)
+        call.avals = tuple(Aval(a.shape, a.dtype, w) for a, w in zip(arrays + written, weak))
         wrote = f", writing into {len(written)} of its arguments" if written else ""
         self.notes.append(f"graph break: {name}{loc} ({why}); run as called, between compiled regions{wrote}")
         if not call.avals:  # no results: run for its effect, kept in the graph as an unchecked guard
@@ -509,8 +546,8 @@ class GraphContext:
             if op == "convert":  # x.astype(...) / x.copy() keep what x was
                 first = args[0]
                 out._scalar = first._scalar if isinstance(first, Tracer) else not is_ndarray(first)
-            else:
-                out._scalar = KIND.get(op) in _SCALAR_KINDS
+            else:  # (x[i] by a 0-d index array, as by an int, is a NumPy scalar)
+                out._scalar = KIND.get(op) in _SCALAR_KINDS or op == "gather"
         out._strides = result_strides(op, [strides_of(a) for a in args], [n.aval for n in inputs], params, aval)
         if is_view_op(op) and isinstance(args[0], Tracer) and not args[0]._scalar:  # (a scalar is immutable)
             out._view = make_view(op, params, args[0], args[0]._strides, inputs[0].aval.shape, aval.shape)
@@ -549,10 +586,6 @@ def _python_ints(op: str, args):
         return None
     shape = np.broadcast_shapes(*(tuple(a.shape) for a in args if hasattr(a, "shape")))
     return bnp.full(shape, bool(answer[0]), bool)
-
-
-class PythonIntOverflowError(BrazeError, OverflowError):
-    """A Python int out of the range of the integer array it meets (NumPy's OverflowError)."""
 
 
 def _flatten_list(value):

@@ -351,3 +351,64 @@ def test_assigning_a_python_int_out_of_range_is_numpys_overflow_error(target):
     for v in (255, 3.7, np.int64(300)):  # in range, a float (cast), a NumPy int (cast, wraps): as NumPy
         np.testing.assert_array_equal(braze.compile(store, target=target, static_argnums=1)(np.zeros(2, np.uint8), v),
                                       store(np.zeros(2, np.uint8), v))
+
+
+# ---------------------------------------------------------------- indexing NumPy accepts
+
+
+def _column_mask(x):
+    x[:, x[0] > 2] = 0
+    return x
+
+
+def _flat_write(x):
+    x.flat[[0, 5]] = -1.0
+    return x
+
+
+def _traced_stop(x):
+    return x.ravel()[: x.argmax() + 1].sum()
+
+
+INDEXING = {
+    "nonzero_method": (lambda x: x.nonzero(), lambda: np.array([[0.0, 2.0], [3.0, 0.0]])),
+    "flat_read": (lambda x: x.flat[3] + x.flat[-1], lambda: np.arange(6.0).reshape(2, 3)),
+    "flat_write": (_flat_write, lambda: np.arange(6.0).reshape(2, 3)),
+    "flat_transposed": (lambda x: x.T.flat[1:4] * 2, lambda: np.arange(6.0).reshape(2, 3)),
+    "flat_iter": (lambda x: sum(v for v in x.flat), lambda: np.arange(4.0)),
+    "traced_stop": (_traced_stop, lambda: np.array([1.0, 5.0, 2.0])),
+    "traced_stop_again": (_traced_stop, lambda: np.array([7.0, 1.0, 2.0])),
+    "column_mask": (_column_mask, lambda: np.arange(12.0).reshape(3, 4)),
+}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("name", sorted(INDEXING))
+def test_indexing_numpy_accepts(name, target):
+    fn, make = INDEXING[name]
+    a, b = make(), make()
+    got, want = braze.compile(fn, target=target)(a), fn(b)
+    assert repr(got) == repr(want)
+    np.testing.assert_array_equal(a, b)
+
+
+def test_asking_numpy_to_raise_on_floating_point_errors_runs_as_numpy():
+    def log_raising(x):
+        with np.errstate(divide="raise"):
+            return np.log(x)
+
+    def log_quiet(x):
+        with np.errstate(divide="ignore"):
+            return np.log(x)
+
+    f = braze.compile(log_raising, target="cpu")
+    np.testing.assert_array_equal(f(np.ones(2)), np.zeros(2))
+    with pytest.raises(FloatingPointError):
+        f(np.zeros(2))
+    g = braze.compile(log_quiet, target="cpu")
+    np.testing.assert_array_equal(g(np.zeros(2)), [-np.inf, -np.inf])
+    assert "kernel" in str(g.lower(np.ones(2)))  # (ignoring errors compiles)
+    with np.errstate(over="raise"):
+        h = braze.compile(lambda x: np.exp(x), target="cpu")
+        with pytest.raises(FloatingPointError):
+            h(np.full(2, 1000.0))

@@ -10,6 +10,8 @@ boolean mask can only be assigned through (``a[mask] = v`` becomes
 """
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from . import numpy as bnp
@@ -26,6 +28,18 @@ def _is_traced(value) -> bool:
     return hasattr(value, "shape") and hasattr(value, "dtype") and not (is_ndarray(value) or isinstance(value, np.generic))
 
 
+def _static_slice(k: slice) -> slice:
+    """A slice whose bounds are traced integers (``x[:n]`` with ``n =
+    x.argmax() + 1``), with their values read where a graph break may happen
+    (the result's shape depends on them; a guard traces again when they change)."""
+    parts = [k.start, k.stop, k.step]
+    traced = [getattr(p, "_can_break", None) is not None and p._can_break() and np.ndim(p) == 0 and
+              np.dtype(p.dtype).kind in "iub" for p in parts]
+    if not any(traced):
+        return k
+    return slice(*(operator.index(p) if t else p for p, t in zip(parts, traced)))
+
+
 def _entries(key, shape):
     """One entry per index item, with ``...`` expanded and masks resolved."""
     if not isinstance(key, tuple):
@@ -37,6 +51,7 @@ def _entries(key, shape):
         elif k is Ellipsis:
             entries.append(("ellipsis", None))
         elif isinstance(k, slice):
+            k = _static_slice(k)
             for part in (k.start, k.stop, k.step):
                 if part is not None and not isinstance(part, (int, np.integer)):
                     raise DTypeError(
@@ -266,6 +281,13 @@ def setitem(x, key, value):
     if masks:
         mask = masks[0]
         explicit = [e for e in entries if not (e[0] == "slice" and e[1] == slice(None))]
+        at = next(i for i, e in enumerate(entries) if e[0] == "mask")
+        if (len(explicit) == 1 and at and bnp.ndim(value) == 0 and "ellipsis" not in [e[0] for e in entries]
+                and tuple(mask.shape) == shape[at: at + len(mask.shape)]):
+            # x[:, mask] = v: the mask over later axes, one value (NumPy's result, as np.where)
+            value = _fit_value(value, (), dtype)
+            rest = len(shape) - at - len(mask.shape)
+            return bnp.where(bnp.reshape(mask, (1,) * at + tuple(mask.shape) + (1,) * rest), value, x)
         if len(explicit) != 1 or tuple(mask.shape) != shape[: len(mask.shape)]:
             raise UnsupportedOpError(
                 f"setitem: a traced boolean mask must be the only index and match the leading "

@@ -60,7 +60,10 @@ MATRIX_CONSTRUCTORS = ("eye", "identity", "tri")
 CONVERTERS = ("array", "asarray", "asanyarray", "ascontiguousarray", "asfortranarray", "frombuffer", "fromiter",
               "fromstring")
 INDEX_BUILDERS = ("r_", "c_")
-NAMES = CONSTRUCTORS + MATRIX_CONSTRUCTORS + CONVERTERS + INDEX_BUILDERS
+# ``np.errstate(all="raise")`` asks NumPy to raise on floating-point errors,
+# which compiled kernels do not check: the call runs as NumPy (sideeffects).
+ERRSTATE = ("errstate",)
+NAMES = CONSTRUCTORS + MATRIX_CONSTRUCTORS + CONVERTERS + INDEX_BUILDERS + ERRSTATE
 
 # Callers inside these packages always get NumPy's own functions.
 _LIBRARIES = ("numpy", "scipy", "braze", "numba", "llvmlite")
@@ -177,7 +180,22 @@ class _IndexBuilder:
         return getattr(self._original, attr)
 
 
+def _errstate(*args, **kwargs):
+    """``np.errstate``; in a trace, raising (or calling back) on floating-point
+    errors is a ``SideEffectError``: the function runs as NumPy, which raises."""
+    if (_context_kind() == "trace" and _from_user_code()
+            and ("call" in kwargs or any(v in ("raise", "call") for v in kwargs.values()))):
+        from .errors import where
+        from .sideeffects import SideEffectError
+
+        settings = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+        raise SideEffectError(f"np.errstate({settings}){where()} asks NumPy to raise on floating-point errors, "
+                              "which compiled kernels do not check; the function runs as plain NumPy")
+    return _originals["errstate"](*args, **kwargs)
+
+
 _wrappers = {name: _constructor(name) for name in CONSTRUCTORS}
+_wrappers["errstate"] = _errstate
 _wrappers.update({name: _matrix_constructor(name) for name in MATRIX_CONSTRUCTORS})
 _wrappers.update({name: _converter(name) for name in CONVERTERS})
 _wrappers.update({name: _IndexBuilder(name) for name in INDEX_BUILDERS})

@@ -130,6 +130,10 @@ def _build(fn: Callable, call: calling.Call, target, name: str, strict: bool) ->
 
     def flat_fn(*tracers):
         pos, kw = call.rebuild(tracers)
+        raising = sorted(k for k, v in np.geterr().items() if v in ("raise", "call"))
+        if raising:
+            raise SideEffectError(f"np.seterr asks NumPy to raise on floating-point errors ({', '.join(raising)}), "
+                                  f"which compiled kernels do not check; {name} runs as plain NumPy")
         watch = sideeffects.Watch(fn, pos, kw)
         current_context().known = watch.seen
         try:

@@ -440,11 +440,17 @@ class ArrayMethods:
         # deep inside; other names (and the protocols NumPy probes) stay AttributeErrors.
         if name in _NDARRAY_ATTRIBUTES:
             method = getattr(bnp, name, None)
-            if callable(method) and name in _FUNCTION_METHODS:
+            if name in _FUNCTION_METHODS:  # (NumPy's function: braze's rule, or a graph break)
+                method = method if callable(method) else getattr(np, name)
                 return lambda *args, **kwargs: method(self, *args, **kwargs)
             raise UnsupportedOpError(f"ndarray.{name} is not supported on traced arrays{where()}; write it "
                                      "with supported NumPy functions, or define it as a braze.composite")
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @property
+    def flat(self):
+        """``x.flat``: reads and writes by flat (C-order) index, and iteration."""
+        return _Flat(self)
 
     def clip(self, min=None, max=None, out=None, **kw):
         return bnp.clip(self, min, max, out, **kw)
@@ -468,6 +474,34 @@ class ArrayMethods:
     def partition(self, kth, axis=-1, kind="introselect", order=None):
         """In place, as ``ndarray.partition``."""
         self._assign(bnp.partition(self, kth, axis=axis, kind=kind, order=order), "partition")
+
+
+class _Flat:
+    """``x.flat`` of a traced array: ``x.flat[k]`` is ``x.ravel()[k]``, and
+    ``x.flat[k] = v`` writes into ``x`` (through a flat copy stored back)."""
+
+    __slots__ = ("_base",)
+
+    def __init__(self, base):
+        self._base = base
+
+    def __getitem__(self, key):
+        return bnp.ravel(self._base)[key]
+
+    def __setitem__(self, key, value):
+        flat = bnp.ravel(self._base).copy()
+        flat[key] = value
+        self._base[...] = bnp.reshape(flat, self._base.shape)
+
+    def __iter__(self):
+        flat = bnp.ravel(self._base)
+        return (flat[k] for k in range(flat.shape[0]))
+
+    def __len__(self):
+        return self._base.size
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(bnp.ravel(self._base), dtype=dtype)
 
 
 def _conj_into(x, out):

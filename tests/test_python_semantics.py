@@ -412,3 +412,31 @@ def test_asking_numpy_to_raise_on_floating_point_errors_runs_as_numpy():
         h = braze.compile(lambda x: np.exp(x), target="cpu")
         with pytest.raises(FloatingPointError):
             h(np.full(2, 1000.0))
+
+
+def _solve_or_least_squares(A, b):
+    try:
+        x = np.linalg.solve(A, b)
+    except np.linalg.LinAlgError:
+        x = np.linalg.lstsq(A, b, rcond=None)[0]
+    return x * 2
+
+
+def _gather_or_default(x, i):
+    try:
+        return x[i] * 2
+    except IndexError:
+        return -1.0
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_errors_numpy_raises_at_a_call_reach_the_functions_own_except(target):
+    f = braze.compile(_solve_or_least_squares, target=target)
+    singular, b = np.array([[1.0, 2.0], [2.0, 4.0]]), np.array([1.0, 2.0])
+    for A in (np.eye(2), singular, np.eye(2) * 2):
+        np.testing.assert_allclose(f(A, b), _solve_or_least_squares(A, b), rtol=1e-12)
+    g = braze.compile(_gather_or_default, target=target)
+    assert g(np.arange(3.0), np.array([1, 5])) == -1.0
+    np.testing.assert_array_equal(g(np.arange(3.0), np.array([1, 2])), [2.0, 4.0])
+    with pytest.raises(np.linalg.LinAlgError):  # (not caught: NumPy's error, as NumPy raises it)
+        braze.compile(lambda A: np.linalg.inv(A), target=target)(singular)

@@ -64,7 +64,10 @@ class Compiled:
                     and (not fast[2].pins or stale(fast[2].pins, fast[2].contents) is None)):
                 self._programs.info.hits += 1
                 self._programs.peek(fast[2].key)
-                return fast[0](list(args))
+                try:
+                    return fast[0](list(args))
+                except _RUNTIME_ERRORS as exc:
+                    return self._as_numpy_after_error(fast[2], exc, args, kwargs)
         if not isinstance(current_context(), EagerContext):
             return self.fn(*args, **kwargs)  # inside another trace or under a gradient tape: inline
         if distributed.has_dask_arrays(args, kwargs):  # Dask arrays in, Dask arrays out (braze.distributed)
@@ -76,12 +79,32 @@ class Compiled:
         if program is None:  # (its state changes: runs as NumPy)
             return self.fn(*args, **kwargs)
         if program.breaks:
-            return self._run_guarded(program, call, args, kwargs)
+            try:
+                return self._run_guarded(program, call, args, kwargs)
+            except _RUNTIME_ERRORS as exc:
+                return self._as_numpy_after_error(program, exc, args, kwargs)
         if (not kwargs and len(call.dynamic) == len(args) and not registry.disabled_state() and not call.aliases
                 and all(type(a) is np.ndarray and a is d for a, d in zip(args, call.dynamic))):
             self._fast[tuple((a.shape, a.dtype, a.strides) for a in args)] = (self._runner(program), len(args),
                                                                               program)
-        return self._run(program, call)
+        try:
+            return self._run(program, call)
+        except _RUNTIME_ERRORS as exc:
+            return self._as_numpy_after_error(program, exc, args, kwargs)
+
+    def _as_numpy_after_error(self, program: Program, error: Exception, args, kwargs):
+        """A program raised what NumPy raises for these values (a singular matrix,
+        an index out of range): the function runs as NumPy for this call, so that
+        its own ``try: ... except LinAlgError:`` decides, as it would in NumPy (the
+        trace never saw the error). Where NumPy raises too, braze's error (which
+        names the op and the shapes) is raised; and where the program may have
+        written into an argument already, that error without a rerun."""
+        if program.mutated:
+            raise error
+        try:
+            return self.fn(*args, **kwargs)
+        except _RUNTIME_ERRORS:
+            raise error from None
 
     def _program(self, call: calling.Call, numpy_ok: bool = True) -> Program | None:
         """The program for ``call``, traced if new; None where the function changes
@@ -286,6 +309,9 @@ class Compiled:
     def __get__(self, obj, objtype=None):
         return self if obj is None else functools.partial(self, obj)
 
+
+# Errors a program raises at a call that the function's Python may catch (see _as_numpy_after_error)
+_RUNTIME_ERRORS = (np.linalg.LinAlgError, IndexError)
 
 _COMPILED: "weakref.WeakSet[Compiled]" = weakref.WeakSet()
 

@@ -1,7 +1,9 @@
 """Pytrees: nested tuples, lists, dicts, namedtuples and None around leaves.
 
 A tree flattens to its leaves and a hashable *treedef* that rebuilds it.
-Dicts flatten in sorted key order, as in JAX.
+Dicts flatten in sorted key order, as in JAX, and are rebuilt in the order
+their keys were inserted (a function's dict result keeps its order, as in
+NumPy; the order is part of the treedef).
 """
 from __future__ import annotations
 
@@ -37,7 +39,8 @@ def _walk(node, leaves: list):
         return ("list", len(node), tuple(_walk(c, leaves) for c in node))
     if isinstance(node, dict):
         keys = _sorted_keys(node)
-        return ("dict", tuple(keys), tuple(_walk(node[k], leaves) for k in keys))
+        order = tuple(node) if list(node) != keys else None
+        return ("dict", tuple(keys), tuple(_walk(node[k], leaves) for k in keys), order)
     leaves.append(node)
     return LEAF
 
@@ -60,7 +63,8 @@ def _build(td: tuple, it):
         return tuple(children)
     if kind == "list":
         return children
-    return dict(zip(td[1], children))
+    built = dict(zip(td[1], children))
+    return built if td[3] is None else {k: built[k] for k in td[3]}
 
 
 def map_leaves(fn, tree: Any) -> Any:

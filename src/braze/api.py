@@ -14,7 +14,7 @@ import numpy as np
 
 from . import calling, distributed, paired, pipeline, pytree, registry
 from .core import EagerContext, current_context
-from .errors import BrazeError, DTypeError, GuardFailed, ShapeError, where
+from .errors import BrazeError, DTypeError, GuardFailed, ShapeError, UnsupportedOpError, where
 from .graph import Graph
 from .log import logger
 from .pipeline import DEFAULT_CACHE_SIZE, CacheInfo, Lowered, Program
@@ -126,7 +126,7 @@ class Compiled:
                     self._forget_fast(program)
                 return self._programs.get(call.key, build, lambda: f"{changed} since it was traced")
             return program
-        except SideEffectError as exc:
+        except UnsupportedOpError as exc:
             if self.fullgraph or not numpy_ok:
                 raise
             self._run_as_numpy(call, str(exc))
@@ -198,7 +198,7 @@ class Compiled:
                 try:
                     program, times = pipeline.build(self.fn, call, self.target, self.__name__,
                                                     strict=self.fullgraph)
-                except SideEffectError as exc:
+                except UnsupportedOpError as exc:
                     if self.fullgraph:
                         raise
                     self._run_as_numpy(call, str(exc))

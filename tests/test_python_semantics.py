@@ -440,3 +440,95 @@ def test_errors_numpy_raises_at_a_call_reach_the_functions_own_except(target):
     np.testing.assert_array_equal(g(np.arange(3.0), np.array([1, 2])), [2.0, 4.0])
     with pytest.raises(np.linalg.LinAlgError):  # (not caught: NumPy's error, as NumPy raises it)
         braze.compile(lambda A: np.linalg.inv(A), target=target)(singular)
+
+
+# ---------------------------------------------------------------- more state a trace reads
+
+CONFIG = {"alpha": 0.1}
+COEFFS = [1.0, 2.0]
+GAINS = np.arange(1.0, 7.0)
+
+
+class Layer:
+    factor = 2.0  # a class attribute, read as self.factor
+
+    def __init__(self):
+        self.W = np.eye(2)
+
+    def forward(self, x):
+        return (x @ self.W) * self.factor
+
+
+class Net:
+    def __init__(self):
+        self.layers = [Layer(), Layer()]
+        self.params = {"b": np.zeros(2)}
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer.forward(x)
+        return x + self.params["b"]
+
+
+def test_lists_dicts_class_attributes_and_nested_objects_rebound_are_read_again():
+    f = braze.compile(lambda x: CONFIG["alpha"] * x + COEFFS[1] + GAINS.sum(), target="cpu")
+    try:
+        np.testing.assert_allclose(f(np.ones(2)), 0.1 + 2.0 + 21.0)
+        CONFIG["alpha"] = 0.5
+        COEFFS[1] = 5.0
+        np.testing.assert_allclose(f(np.ones(2)), 0.5 + 5.0 + 21.0)
+        GAINS[:] = 0.0  # GAINS.sum() is NumPy's, computed while traced: its values are checked
+        np.testing.assert_allclose(f(np.ones(2)), 5.5)
+    finally:
+        CONFIG["alpha"], COEFFS[1], GAINS[:] = 0.1, 2.0, np.arange(1.0, 7.0)
+    net, x = Net(), np.ones((1, 2))
+    f = braze.compile(net.forward, target="cpu")
+    np.testing.assert_array_equal(f(x), net.forward(x))
+    net.layers[1].W = 3 * np.eye(2)
+    np.testing.assert_array_equal(f(x), net.forward(x))
+    net.params["b"] = np.ones(2)
+    np.testing.assert_array_equal(f(x), net.forward(x))
+    Layer.factor = 3.0
+    try:
+        np.testing.assert_array_equal(f(x), net.forward(x))
+    finally:
+        Layer.factor = 2.0
+
+
+def test_a_compiled_function_called_inside_another_reads_its_globals_again():
+    global RATE
+    inner = braze.compile(lambda x: x * RATE, target="cpu")
+    outer = braze.compile(lambda x: inner(x) + 1.0, target="cpu")
+    try:
+        np.testing.assert_allclose(outer(np.ones(2)), 1.1)
+        RATE = 0.5
+        np.testing.assert_allclose(outer(np.ones(2)), 1.5)
+    finally:
+        RATE = 0.1
+
+
+PARAMS = np.zeros(3)
+
+
+def _descend(p, g):
+    p -= 0.5 * g
+    return (g * 0 + PARAMS).sum()
+
+
+def test_an_argument_updated_in_place_that_is_a_global_the_function_reads():
+    f = braze.compile(_descend, target="cpu")
+    PARAMS[:] = 0
+    got = [f(PARAMS, np.ones(3)) for _ in range(3)]
+    PARAMS[:] = 0
+    want = [_descend(PARAMS, np.ones(3)) for _ in range(3)]
+    assert got == want == [-1.5, -3.0, -4.5]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_python_number_to_the_power_of_a_numpy_value_keeps_its_type(target):
+    f = braze.compile(lambda a, b: a ** b, target=target)
+    for a, b in ((2.5, np.float16(1.5)), (2.5, np.float32(1.5)), (2.5, np.array([1.5, 2.0], np.float32)),
+                 (2, np.float32(1.5)), (2.5, np.int64(2)), (2.5, 1.5)):
+        got, want = f(a, b), a ** b
+        assert type(got) is type(want) and np.asarray(got).dtype == np.asarray(want).dtype
+        np.testing.assert_array_equal(got, want)

@@ -37,6 +37,10 @@ class Compiled:
         self.fn = fn
         self.target = resolve(target)
         functools.update_wrapper(self, fn, updated=())  # never copy fn.__dict__ over our own
+        if not hasattr(self, "__name__"):  # a functools.partial, a callable object
+            inner = getattr(fn, "func", fn)
+            self.__name__ = getattr(inner, "__name__", type(inner).__name__)
+            self.__qualname__ = getattr(inner, "__qualname__", self.__name__)
         self.signature = calling.Signature(fn, self.__name__, self.target, static_argnums, static_argnames,
                                            donate_argnums)
         if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 1:
@@ -61,7 +65,7 @@ class Compiled:
             if (fast is not None and fast[1] == len(args) and type(current_context()) is EagerContext
                     and fast[2].registry_version == registry.VERSION[0] and not registry.disabled_state()
                     and (len(args) < 2 or calling.distinct_owners(args))
-                    and (not fast[2].pins or stale(fast[2].pins, fast[2].contents) is None)):
+                    and (not fast[2].pins or stale(fast[2].pins, fast[2].contents, fast[2].shapes) is None)):
                 self._programs.info.hits += 1
                 self._programs.peek(fast[2].key)
                 try:
@@ -78,6 +82,8 @@ class Compiled:
         program = self._program(call)
         if program is None:  # (its state changes: runs as NumPy)
             return self.fn(*args, **kwargs)
+        if program.mutated and (program.graph.captures or program.pins) and _updates_a_capture(program, call):
+            return self.fn(*args, **kwargs)  # (an argument updated is a global it reads: NumPy's order)
         if program.breaks:
             try:
                 return self._run_guarded(program, call, args, kwargs)
@@ -118,7 +124,7 @@ class Compiled:
         reason = functools.partial(calling.miss_reason, self._last_call, call)
         try:
             program = self._programs.get(call.key, build, reason)
-            changed = stale(program.pins, program.contents) if program.pins else None
+            changed = stale(program.pins, program.contents, program.shapes) if program.pins else None
             if changed is not None:  # a global (closure variable, attribute) the trace read was rebound
                 with self._programs.lock:
                     if self._programs.entries.get(call.key) is program:
@@ -308,6 +314,18 @@ class Compiled:
 
     def __get__(self, obj, objtype=None):
         return self if obj is None else functools.partial(self, obj)
+
+
+def _updates_a_capture(program: Program, call: calling.Call) -> bool:
+    """Whether an argument the function updates in place shares memory with an
+    array the program captured (``step(P, g)`` where ``step`` updates its first
+    argument and reads the global ``P``): the program reads captures as they
+    were before its updates are written back, where NumPy reads the updated
+    memory, so such a call runs as NumPy."""
+    captured = [c for c in program.graph.captures if is_ndarray(c)] + \
+        [pin[2] for pin in program.pins if is_ndarray(pin[2])]  # (and arrays NumPy read while traced)
+    return any(np.may_share_memory(call.dynamic[k], c) for k in program.mutated if is_ndarray(call.dynamic[k])
+               for c in captured)
 
 
 # Errors a program raises at a call that the function's Python may catch (see _as_numpy_after_error)

@@ -113,7 +113,8 @@ def size(a, axis=None) -> int:
 
 
 def result_type(*arrays_and_dtypes):
-    return np.result_type(*(np.array(1, _dtype(a)) if hasattr(a, "dtype") and hasattr(a, "shape") else a
+    return np.result_type(*(np.array(1, _dtype(a)) if hasattr(a, "dtype") and hasattr(a, "shape")
+                            and not isinstance(a, type) else a  # (np.float32, the type, is a dtype)
                             for a in arrays_and_dtypes))
 
 

@@ -84,6 +84,7 @@ class Program:
     rebuilds: int = 0                             # re-specializations of this call key so far
     pins: tuple = ()                              # names whose values the trace read (sideeffects.stale)
     contents: tuple = ()                          # arrays whose values it holds what NumPy computed of
+    shapes: tuple = ()                            # lists, dicts, attribute sets it read (sideeffects.stale)
 
     def current(self) -> bool:
         """Whether no kernel registration since lowering could change the selection."""
@@ -178,9 +179,12 @@ def _build(fn: Callable, call: calling.Call, target, name: str, strict: bool) ->
                       breaks=bool(traced.guards) or any(n.op == "host_call" for n in graph.nodes))
     if pins:
         program.pins, watch = pins[-1]
-        if any(id(a) not in watch.seen for a in traced.graph.captures):
-            # an array NumPy computed while traced (not a tracer's op) may come from
-            # a global's values: the program holds it, so it checks they still hold
+        program.shapes = watch.shapes()
+        if any(id(a) not in watch.seen for a in traced.graph.captures) or any(
+                n.op == "const" and type(n.kw["value"].value) not in (bool, int, float) for n in traced.graph.nodes):
+            # an array or NumPy scalar NumPy computed while traced (not a tracer's op:
+            # 0.5 * W, G.sum()) may come from a global's values: the program holds
+            # it, so it checks at each call that they still hold
             program.contents = watch.contents()
     lower(program, target)
     t3 = time.perf_counter()

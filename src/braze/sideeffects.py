@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import math
+import random
 import sys
 import types
 import zlib
@@ -32,7 +33,7 @@ from .errors import UnsupportedOpError
 
 _MISSING = object()
 _COPY_LIMIT = 1 << 28  # bytes of watched arrays copied (to put back); beyond, a checksum only
-_DEPTH = 3  # attributes of attributes ... watched this deep
+_DEPTH = 4  # attributes of attributes ... watched this deep
 _LIBRARIES = ("numpy", "braze", "scipy", "numba", "llvmlite", "dask")
 _NOT_USERS = frozenset(_LIBRARIES) | sys.stdlib_module_names  # (a lock's, a logger's state is theirs)
 
@@ -148,18 +149,24 @@ class Watch:
         for name, a in (kwargs or {}).items():
             self._value(a, f"argument {name}", 0)
         self.legacy = np.random.get_state(legacy=False)
+        self.python_random = random.getstate()
 
     def _function(self, f: types.FunctionType) -> None:
         g = f.__globals__
-        for name in _code_names(f.__code__):
-            if name in g:
-                self._binding(g, name, g[name], f"the global {name}", _DEPTH)
+        names = _code_names(f.__code__)
+        for name in names:  # (names not bound yet too: a global the function creates)
+            value = g.get(name, _MISSING)
+            self._binding(g, name, value, f"the global {name}", _DEPTH - 1)
+            if isinstance(value, types.ModuleType) and value.__name__.split(".")[0] not in _NOT_USERS:
+                attrs = vars(value)  # the user's module: what the function reads of it (helpers.GAIN)
+                for attr in names & attrs.keys():
+                    self._binding(attrs, attr, attrs[attr], f"{name}.{attr}", _DEPTH - 1)
         for name, cell in zip(f.__code__.co_freevars, f.__closure__ or ()):
             try:
                 value = cell.cell_contents
             except ValueError:  # (an empty cell: a name assigned later)
                 value = _MISSING
-            self._binding(cell, None, value, f"{name} (from an enclosing function)", _DEPTH)
+            self._binding(cell, None, value, f"{name} (from an enclosing function)", _DEPTH - 1)
 
     # ---- snapshot
     def _binding(self, space, key, value, what: str, depth: int) -> None:
@@ -168,10 +175,21 @@ class Watch:
             self._value(value, what, depth)
 
     def _object(self, obj, what: str, depth: int) -> None:
+        if isinstance(obj, (type, types.ModuleType)) or depth >= _DEPTH:
+            return
         attrs = getattr(obj, "__dict__", None)
-        if isinstance(attrs, dict) and not isinstance(obj, (type, types.ModuleType)) and depth < _DEPTH:
+        if isinstance(attrs, dict):
+            self.containers.append((attrs, attrs.copy(), f"the attributes of {what}"))  # (one added, too)
             for name, value in list(attrs.items()):
                 self._binding(attrs, name, value, f"{what}.{name}", depth + 1)
+        for name in getattr(type(obj), "__slots__", ()):
+            if isinstance(name, str) and hasattr(obj, name):
+                self._binding(_Slots(obj), name, getattr(obj, name), f"{what}.{name}", depth + 1)
+        for name, value in vars(type(obj)).items():  # class attributes it reads as self.name, its methods
+            if not name.startswith("__") and _pinned(value) and not (isinstance(attrs, dict) and name in attrs):
+                self._binding(_Slots(type(obj)), name, value, f"{what}.{name}", _DEPTH)
+            elif isinstance(value, types.FunctionType) and _is_users(value):
+                self._pending.append(value)
 
     def _value(self, value, what: str, depth: int) -> None:
         if id(value) in self.seen:
@@ -179,6 +197,9 @@ class Watch:
         self.seen.add(id(value))
         if isinstance(value, types.FunctionType) and _is_users(value):
             self._pending.append(value)
+        elif type(value).__module__ == "braze.api" and isinstance(getattr(value, "fn", None), object) \
+                and callable(value):
+            self._pending.append(value.fn)  # a braze.compile'd function it calls
         elif is_ndarray(value):
             if value.flags.writeable and value.size:
                 self._array(value, what)
@@ -187,7 +208,7 @@ class Watch:
         elif isinstance(value, (list, dict)):
             self.containers.append((value, value.copy(), what))
             for k, v in (value.items() if isinstance(value, dict) else enumerate(value)):
-                if is_ndarray(v) or _is_rng(v):
+                if is_ndarray(v) or _is_rng(v) or depth < _DEPTH:
                     self._value(v, f"{what}[{k!r}]", depth + 1)
         elif (type(value).__module__ or "").split(".")[0] not in _NOT_USERS:
             self._object(value, what, depth)  # a user object (self, an argument): its attributes
@@ -205,7 +226,14 @@ class Watch:
         number, a string or an array. ``stale`` says, at each call, whether one
         was rebound since (then the function is traced again, as NumPy would
         read the new value)."""
-        return tuple(b for b in self.bindings if b[2] is not _MISSING and _pinned(b[2]))
+        return tuple(b for b in self.bindings if b[2] is not _MISSING and not isinstance(b[2], types.ModuleType)
+                     and not b[3].startswith("argument"))  # (arguments are the call's own)
+
+    def shapes(self) -> tuple:
+        """The lists, dicts and attribute sets the function reaches (not its
+        arguments'), with their items now: ``stale`` checks each still holds
+        the same objects (``CFG["alpha"] = 0.5`` traces again)."""
+        return tuple(c for c in self.containers if not c[2].startswith(("argument", "the attributes of argument")))
 
     def contents(self) -> tuple:
         """The arrays the function names (globals, closure variables, ``self``'s
@@ -234,11 +262,11 @@ class Watch:
         if not _same_state(np.random.get_state(legacy=False), self.legacy):
             out.append("draws from NumPy's global random state (np.random.*)")
         for container, before, what in self.containers:
-            if (isinstance(container, list) and (len(container) != len(before) or
-                                                 any(a is not b for a, b in zip(container, before)))) or \
-                    (isinstance(container, dict) and (container.keys() != before.keys() or
-                                                      any(container[k] is not before[k] for k in before))):
-                out.append(f"changes the {type(container).__name__} {what}")
+            if _changed(container, before):
+                out.append(f"changes {what}" if what.startswith("the attributes") else
+                           f"changes the {type(container).__name__} {what}")
+        if random.getstate() != self.python_random:
+            out.append("draws from Python's random module")
         return out
 
     def restore(self) -> bool:
@@ -256,6 +284,7 @@ class Watch:
         for rng, state, _ in self.rngs:
             _set_rng_state(rng, state)
         np.random.set_state(self.legacy)
+        random.setstate(self.python_random)
         for container, before, _ in self.containers:
             if isinstance(container, list):
                 container[:] = before
@@ -272,12 +301,17 @@ def _pinned(value) -> bool:
     return isinstance(value, _PINNED) or (isinstance(value, tuple) and all(isinstance(v, _PINNED) for v in value))
 
 
-def stale(pins: tuple, contents: tuple = ()) -> str | None:
+def stale(pins: tuple, contents: tuple = (), shapes: tuple = ()) -> str | None:
     """The first pinned name rebound since the trace (in words), or None; with
-    ``contents`` (``Watch.contents``), also the first array written since."""
+    ``contents`` (``Watch.contents``), also the first array written since, and
+    with ``shapes`` (``Watch.shapes``), the first list or dict changed."""
     for space, key, value, what in pins:
         now = _read(space, key)
-        if now is not value and not (type(now) is type(value) and not is_ndarray(value) and _equal(now, value)):
+        if now is not value and not (type(now) is type(value) and _pinned(value) and not is_ndarray(value)
+                                     and _equal(now, value)):
+            return f"{what} changed"
+    for container, before, what in shapes:
+        if _changed(container, before):
             return f"{what} changed"
     for a, copy, checksum, what in contents:
         if (copy is not None and not np.array_equal(a, copy, equal_nan=a.dtype.kind in "fc")) or \
@@ -291,6 +325,32 @@ def _equal(a, b) -> bool:
         return bool(a == b) and (not isinstance(a, float) or math.copysign(1, a) == math.copysign(1, b))
     except (TypeError, ValueError):
         return False
+
+
+def _changed(container, before) -> bool:
+    """Whether a list or dict holds other objects than its shallow copy ``before``."""
+    if isinstance(container, list):
+        return len(container) != len(before) or any(a is not b for a, b in zip(container, before))
+    return container.keys() != before.keys() or any(container[k] is not before[k] for k in before)
+
+
+class _Slots:
+    """An object's attributes read and written by name (``__slots__``, a class's)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def get(self, key, default):
+        return getattr(self.obj, key, default)
+
+    def __setitem__(self, key, value):
+        setattr(self.obj, key, value)
+
+    def pop(self, key, default=None):
+        if hasattr(self.obj, key):
+            delattr(self.obj, key)
 
 
 def _full(cell) -> bool:

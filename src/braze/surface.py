@@ -13,6 +13,7 @@ import operator
 
 import numpy as np
 
+from .aval import is_ndarray
 from . import indexing, pytree, ufuncs
 from . import numpy as bnp
 from .core import bind, context_stack
@@ -50,11 +51,21 @@ def _raw(name: str):
 
 def _pow(self, other):
     bnp.check_power(self, other)
-    if self._is_scalar():
-        return bind("scalar_power", self, other)  # NumPy's scalar math: C's pow
+    if self._is_scalar() and not _is_array(other):
+        if getattr(self, "weak", False) and hasattr(other, "dtype") and not getattr(other, "weak", False):
+            # a Python number ** a NumPy scalar is NumPy's scalar math in the scalar's type (NEP 50)
+            self = bnp.astype(self, np.result_type(self.dtype.type(0).item(), other.dtype))
+        return bind("scalar_power", self, other)  # NumPy's scalar math: C's pow (an array: NumPy's power)
     if type(other) is int and other == 2 and np.dtype(self.dtype) == np.bool_:
         return bnp.square(self)  # NumPy's fast path for ** 2: bool ** 2 is int8, as np.square gives
     return bind("power", self, other)
+
+
+def _is_array(value) -> bool:
+    """An array (not a NumPy or Python scalar), traced or not."""
+    if isinstance(value, ArrayMethods):
+        return not value._is_scalar()
+    return is_ndarray(value)
 
 
 def _binary(name: str, reflected: bool = False):

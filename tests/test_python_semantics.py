@@ -532,3 +532,34 @@ def test_a_python_number_to_the_power_of_a_numpy_value_keeps_its_type(target):
         got, want = f(a, b), a ** b
         assert type(got) is type(want) and np.asarray(got).dtype == np.asarray(want).dtype
         np.testing.assert_array_equal(got, want)
+
+
+class LazyLayer:
+    def __init__(self):
+        self.W = None
+
+    def forward(self, x):
+        if self.W is None:  # initialized at the first call
+            self.W = np.eye(x.shape[-1]) * 2.0
+        return x @ self.W
+
+
+def test_state_changed_once_lazy_initialization_compiles_from_the_next_call():
+    layer, twin = LazyLayer(), LazyLayer()
+    f = braze.compile(layer.forward, target="cpu")
+    x = np.arange(4.0).reshape(2, 2)
+    for _ in range(3):
+        np.testing.assert_array_equal(f(x), twin.forward(x))
+    assert type(layer.W) is np.ndarray
+    info = f.cache_info()
+    assert any(r.startswith("ran as NumPy once") for r in info.reasons) and info.hits >= 1
+    assert "kernel" in str(f.lower(x))
+
+
+def test_a_generator_from_fresh_entropy_draws_anew_at_each_call():
+    f = braze.compile(lambda x: x + np.random.default_rng().normal(size=x.shape), target="cpu")
+    first, second = f(np.zeros(4)), f(np.zeros(4))
+    assert not np.array_equal(first, second)
+    g = braze.compile(lambda x: x + np.random.default_rng(3).normal(size=x.shape), target="cpu")
+    np.testing.assert_array_equal(g(np.zeros(2)), np.random.default_rng(3).normal(size=2))
+    np.testing.assert_array_equal(g(np.zeros(2)), np.random.default_rng(3).normal(size=2))

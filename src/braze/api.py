@@ -48,6 +48,7 @@ class Compiled:
         self.cache_size = cache_size
         self.fullgraph = bool(fullgraph)
         self._eager_keys: set = set()  # call keys re-specialized past MAX_RESPECIALIZATIONS: run as NumPy
+        self._changed_state: set = set()  # call keys whose trace changed Python state once (run as NumPy)
         self._programs = pipeline.Cache(self.__name__, cache_size, self._refresh, on_evict=self._forget_fast)
         self._pairs = pipeline.Cache(f"{self.__name__}.vjp", cache_size, paired.refresh)
         self._fast: dict[tuple, tuple] = {}
@@ -135,14 +136,22 @@ class Compiled:
         except UnsupportedOpError as exc:
             if self.fullgraph or not numpy_ok:
                 raise
-            self._run_as_numpy(call, str(exc))
+            self._run_as_numpy(call, exc)
             return None
 
-    def _run_as_numpy(self, call: calling.Call, reason: str) -> None:
-        """From now on, run this call signature as the plain NumPy function."""
+    def _run_as_numpy(self, call: calling.Call, error: UnsupportedOpError) -> None:
+        """Run this call as the plain NumPy function, and from now on, unless the
+        cause was state the function changed for the first time for this
+        signature (lazy initialization, ``if self.W is None: self.W = ...``,
+        changes state once): then the next call traces again."""
+        if isinstance(error, SideEffectError) and call.key not in self._changed_state:
+            self._changed_state.add(call.key)
+            self._programs.note(f"ran as NumPy once: {error}")
+            logger.warning("%s; this call runs as plain NumPy (the next one is traced again)", error)
+            return
         self._eager_keys.add(call.key)
-        self._programs.note(f"runs as NumPy: {reason}")
-        logger.warning("%s; this call signature runs as plain NumPy from now on", reason)
+        self._programs.note(f"runs as NumPy: {error}")
+        logger.warning("%s; this call signature runs as plain NumPy from now on", error)
 
     def _refresh(self, program: Program) -> Program:
         """``program``, re-selected and re-lowered if kernels it could use changed."""
@@ -207,7 +216,7 @@ class Compiled:
                 except UnsupportedOpError as exc:
                     if self.fullgraph:
                         raise
-                    self._run_as_numpy(call, str(exc))
+                    self._run_as_numpy(call, exc)
                     return self.fn(*args, **kwargs)
                 program.rebuilds = rebuilds
                 self._programs.entries[call.key] = program

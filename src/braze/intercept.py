@@ -194,6 +194,23 @@ def _errstate(*args, **kwargs):
     return _originals["errstate"](*args, **kwargs)
 
 
+_default_rng = numpy.random.default_rng
+
+
+def _fresh_generator(seed=None):
+    """``np.random.default_rng()``; in a trace, one seeded from fresh entropy
+    (no seed) draws other numbers at each call in NumPy: a ``SideEffectError``
+    (the function runs as NumPy). A seeded one draws the same numbers each call."""
+    if seed is None and _context_kind() == "trace" and _from_user_code():
+        from .errors import where
+        from .sideeffects import SideEffectError
+
+        raise SideEffectError(f"np.random.default_rng(){where()} seeds a generator from fresh entropy, which "
+                              "draws other numbers at each call; the function runs as plain NumPy (pass the "
+                              "generator, or a seed, as an argument to compile it)")
+    return _default_rng(seed)
+
+
 _wrappers = {name: _constructor(name) for name in CONSTRUCTORS}
 _wrappers["errstate"] = _errstate
 _wrappers.update({name: _matrix_constructor(name) for name in MATRIX_CONSTRUCTORS})
@@ -208,6 +225,7 @@ def acquire() -> None:
         if _active == 0:
             for name in NAMES:
                 setattr(numpy, name, _wrappers[name])
+            numpy.random.default_rng = _fresh_generator
         _active += 1
 
 
@@ -218,6 +236,7 @@ def release() -> None:
         if _active == 0:
             for name in NAMES:
                 setattr(numpy, name, _originals[name])
+            numpy.random.default_rng = _default_rng
 
 
 @contextlib.contextmanager

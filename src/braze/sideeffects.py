@@ -124,6 +124,7 @@ class Watch:
         self.containers = []  # (list / dict, shallow copy, what)
         self._copied = 0
         self.seen: set[int] = set()  # ids of every object watched (arrays among them)
+        self._bound: set = set()
         self._pending = [fn]
         done: set[int] = set()
         while self._pending:  # the function, then the user functions it names (a worklist, no recursion)
@@ -170,6 +171,10 @@ class Watch:
 
     # ---- snapshot
     def _binding(self, space, key, value, what: str, depth: int) -> None:
+        where = (id(space.obj) if isinstance(space, _Slots) else id(space), key)
+        if where in self._bound:  # (a global several functions name: once)
+            return
+        self._bound.add(where)
         self.bindings.append((space, key, value, what))
         if value is not _MISSING:
             self._value(value, what, depth)

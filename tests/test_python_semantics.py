@@ -563,3 +563,90 @@ def test_a_generator_from_fresh_entropy_draws_anew_at_each_call():
     g = braze.compile(lambda x: x + np.random.default_rng(3).normal(size=x.shape), target="cpu")
     np.testing.assert_array_equal(g(np.zeros(2)), np.random.default_rng(3).normal(size=2))
     np.testing.assert_array_equal(g(np.zeros(2)), np.random.default_rng(3).normal(size=2))
+
+
+def test_attributes_the_function_does_not_name_may_change_freely():
+    class Model:
+        def __init__(self):
+            self.w = np.ones(2)
+            self.steps = 0
+
+        def predict(self, x):
+            return x * self.w
+
+    m = Model()
+    f = braze.compile(m.predict, target="cpu")
+    for _ in range(4):
+        np.testing.assert_array_equal(f(np.ones(2)), m.w)
+        m.steps += 1  # (a counter the caller keeps: no new trace)
+        m.log = "x"
+    assert f.cache_info().misses == 1
+    m.w = np.full(2, 3.0)  # (what it reads: traced again)
+    np.testing.assert_array_equal(f(np.ones(2)), [3.0, 3.0])
+
+
+# ---------------------------------------------------------------- repeated indices
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("op", ["subtract", "multiply", "divide", "minimum", "maximum", "add", "negative"])
+def test_ufunc_at_updates_the_copy_not_the_callers_array(op, target):
+    def update(x):
+        z = x.copy()
+        if op == "negative":
+            np.negative.at(z, np.array([1, 1]))
+        else:
+            getattr(np, op).at(z, np.array([0, 0, 2]), 2.0)
+        return z
+
+    x = np.full(3, 4.0)
+    f = braze.compile(update, target=target)
+    first, second = f(x), f(x)
+    np.testing.assert_array_equal(x, np.full(3, 4.0))
+    np.testing.assert_array_equal(first, update(np.full(3, 4.0)))
+    np.testing.assert_array_equal(second, first)
+
+
+def _last_write_wins(x, y):
+    z = x.copy()
+    z[np.array([1, 1, 3])] = y
+    return (z * np.array([1.0, 2.0, 3.0, 4.0])).sum()
+
+
+def _add_repeated(x, y):
+    z = x.copy()
+    z[np.array([0, 0])] += y
+    return (z * np.array([1.0, 2.0])).sum()
+
+
+def _scale_rows_repeated(x, y):
+    z = x.copy()
+    z[np.array([2, 0, 2])] *= y
+    return (z ** 2).sum()
+
+
+@pytest.mark.parametrize("fn, shapes", [(_last_write_wins, [(4,), (3,)]), (_add_repeated, [(2,), (2,)]),
+                                        (_scale_rows_repeated, [(3, 2), (3, 2)])])
+def test_gradients_through_writes_at_repeated_indices_are_numpys(fn, shapes):
+    rng = np.random.default_rng(2)
+    x, y = (rng.standard_normal(s) for s in shapes)
+    want = (central_differences(lambda a: fn(a, y), x), central_differences(lambda b: fn(x, b), y))
+    g = braze.grad(fn, argnums=(0, 1))
+    for got in (g(x, y), braze.compile(g, target="cpu")(x, y)):
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_inner_of_vectors_is_a_scalar_and_a_norms_order_may_be_an_argument(target):
+    v = np.arange(1.0, 4.0)
+    got = braze.compile(lambda a: np.inner(a, a), target=target)(v)
+    assert type(got) is np.float64 and got == 14.0
+
+    def norm(a, p=np.inf):
+        return np.linalg.norm(a, ord=p)
+
+    f = braze.compile(norm, target=target)
+    for p in (np.inf, -np.inf, 1.0, 0.5):
+        assert f(np.array([3.0, -4.0]), p) == norm(np.array([3.0, -4.0]), p)
+    assert f(np.array([3.0, -4.0])) == 4.0

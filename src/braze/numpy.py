@@ -923,7 +923,7 @@ def vdot(a, b):
 def inner(a, b):
     if _ndim(a) == 0 or _ndim(b) == 0:
         return multiply(a, b)  # noqa: F821
-    return tensordot(a, b, axes=([-1], [-1]))
+    return _contract(a, b, ([-1], [-1]))  # (a NumPy scalar for two vectors, as NumPy's inner)
 
 
 def outer(a, b, out=None):
@@ -933,6 +933,12 @@ def outer(a, b, out=None):
 
 
 def tensordot(a, b, axes=2):
+    result = _contract(a, b, axes)
+    return result if _ndim(result) else array(result)  # (NumPy's tensordot of every axis: a 0-d array)
+
+
+def _contract(a, b, axes):
+    """The einsum of ``tensordot(a, b, axes)``; a NumPy scalar when no axis is left."""
     na, nb = _ndim(a), _ndim(b)
     if isinstance(axes, (int, np.integer)):
         ax_a, ax_b = list(range(na - axes, na)), list(range(axes))
@@ -948,8 +954,7 @@ def tensordot(a, b, axes=2):
     for i, j in zip(ax_a, ax_b):
         sb[j] = sa[i]
     out = [c for i, c in enumerate(sa) if i not in ax_a] + [c for j, c in enumerate(sb) if j not in ax_b]
-    result = bind("einsum", a, b, subscripts=f"{''.join(sa)},{''.join(sb)}->{''.join(out)}")
-    return result if out else array(result)  # (NumPy's tensordot of every axis is a 0-d array, not a scalar)
+    return bind("einsum", a, b, subscripts=f"{''.join(sa)},{''.join(sb)}->{''.join(out)}")
 
 
 def einsum(subscripts, *operands, out=None, optimize=False, dtype=None, order="K", casting="safe", **kwargs):
@@ -1822,6 +1827,8 @@ def _linalg_svdvals(x, /):
 
 
 def _linalg_norm(x, ord=None, axis=None, keepdims=False):
+    if _is_braze_array(ord):  # (a Python float argument, traced: the norm's kind is read, and guarded)
+        ord = float(ord)
     if not hasattr(x, "shape"):
         x = asarray(x)
     if _dtype(x).kind not in "fc":

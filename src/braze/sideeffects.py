@@ -125,6 +125,8 @@ class Watch:
         self._copied = 0
         self.seen: set[int] = set()  # ids of every object watched (arrays among them)
         self._bound: set = set()
+        self._attributes: set[int] = set()  # indices of bindings that are attributes of objects
+        self.names: set[str] = set()  # every name the watched functions' code uses
         self._pending = [fn]
         done: set[int] = set()
         while self._pending:  # the function, then the user functions it names (a worklist, no recursion)
@@ -132,7 +134,7 @@ class Watch:
             if id(f) in done:
                 continue
             done.add(id(f))
-            for kind, part in _functions(f):
+            for kind, part in sorted(_functions(f), key=lambda kp: kp[0] != "function"):  # (names first)
                 if kind == "function" and not _is_users(part):  # (a library's wrapper: the user's function
                     self._pending.extend(c.cell_contents for c in part.__closure__ or ()  # it closes over)
                                          if _full(c) and callable(c.cell_contents))
@@ -149,12 +151,15 @@ class Watch:
             self._value(a, f"argument {k}", 0)
         for name, a in (kwargs or {}).items():
             self._value(a, f"argument {name}", 0)
-        self.legacy = np.random.get_state(legacy=False)
-        self.python_random = random.getstate()
+        # The global random states, where the code names "random" (np.random.rand,
+        # random.random): other threads (a Dask scheduler's) draw from them too.
+        self.legacy = np.random.get_state(legacy=False) if "random" in self.names else None
+        self.python_random = random.getstate() if "random" in self.names else None
 
     def _function(self, f: types.FunctionType) -> None:
         g = f.__globals__
         names = _code_names(f.__code__)
+        self.names |= names
         for name in names:  # (names not bound yet too: a global the function creates)
             value = g.get(name, _MISSING)
             self._binding(g, name, value, f"the global {name}", _DEPTH - 1)
@@ -170,12 +175,14 @@ class Watch:
             self._binding(cell, None, value, f"{name} (from an enclosing function)", _DEPTH - 1)
 
     # ---- snapshot
-    def _binding(self, space, key, value, what: str, depth: int) -> None:
+    def _binding(self, space, key, value, what: str, depth: int, attribute: bool = False) -> None:
         where = (id(space.obj) if isinstance(space, _Slots) else id(space), key)
         if where in self._bound:  # (a global several functions name: once)
             return
         self._bound.add(where)
         self.bindings.append((space, key, value, what))
+        if attribute:
+            self._attributes.add(len(self.bindings) - 1)
         if value is not _MISSING:
             self._value(value, what, depth)
 
@@ -186,15 +193,15 @@ class Watch:
         if isinstance(attrs, dict):
             self.containers.append((attrs, attrs.copy(), f"the attributes of {what}"))  # (one added, too)
             for name, value in list(attrs.items()):
-                self._binding(attrs, name, value, f"{what}.{name}", depth + 1)
+                self._binding(attrs, name, value, f"{what}.{name}", depth + 1, attribute=True)
         for name in getattr(type(obj), "__slots__", ()):
             if isinstance(name, str) and hasattr(obj, name):
-                self._binding(_Slots(obj), name, getattr(obj, name), f"{what}.{name}", depth + 1)
+                self._binding(_Slots(obj), name, getattr(obj, name), f"{what}.{name}", depth + 1, attribute=True)
         for name, value in vars(type(obj)).items():  # class attributes it reads as self.name, its methods
             if not name.startswith("__") and _pinned(value) and not (isinstance(attrs, dict) and name in attrs):
-                self._binding(_Slots(type(obj)), name, value, f"{what}.{name}", _DEPTH)
-            elif isinstance(value, types.FunctionType) and _is_users(value):
-                self._pending.append(value)
+                self._binding(_Slots(type(obj)), name, value, f"{what}.{name}", _DEPTH, attribute=True)
+            elif isinstance(value, types.FunctionType) and _is_users(value) and name in self.names:
+                self._pending.append(value)  # (a method the code calls: self.act.forward)
 
     def _value(self, value, what: str, depth: int) -> None:
         if id(value) in self.seen:
@@ -231,14 +238,16 @@ class Watch:
         number, a string or an array. ``stale`` says, at each call, whether one
         was rebound since (then the function is traced again, as NumPy would
         read the new value)."""
-        return tuple(b for b in self.bindings if b[2] is not _MISSING and not isinstance(b[2], types.ModuleType)
-                     and not b[3].startswith("argument"))  # (arguments are the call's own)
+        return tuple(b for k, b in enumerate(self.bindings)
+                     if b[2] is not _MISSING and not isinstance(b[2], types.ModuleType)
+                     and not b[3].startswith("argument")  # (arguments are the call's own)
+                     and (k not in self._attributes or b[1] in self.names))  # (attributes its code names)
 
     def shapes(self) -> tuple:
         """The lists, dicts and attribute sets the function reaches (not its
         arguments'), with their items now: ``stale`` checks each still holds
         the same objects (``CFG["alpha"] = 0.5`` traces again)."""
-        return tuple(c for c in self.containers if not c[2].startswith(("argument", "the attributes of argument")))
+        return tuple(c for c in self.containers if not c[2].startswith(("argument", "the attributes of")))
 
     def contents(self) -> tuple:
         """The arrays the function names (globals, closure variables, ``self``'s
@@ -264,13 +273,13 @@ class Watch:
         for rng, state, what in self.rngs:
             if not _same_state(_rng_state(rng), state):
                 out.append(f"draws from the random generator {what}")
-        if not _same_state(np.random.get_state(legacy=False), self.legacy):
+        if self.legacy is not None and not _same_state(np.random.get_state(legacy=False), self.legacy):
             out.append("draws from NumPy's global random state (np.random.*)")
         for container, before, what in self.containers:
             if _changed(container, before):
                 out.append(f"changes {what}" if what.startswith("the attributes") else
                            f"changes the {type(container).__name__} {what}")
-        if random.getstate() != self.python_random:
+        if self.python_random is not None and random.getstate() != self.python_random:
             out.append("draws from Python's random module")
         return out
 
@@ -288,8 +297,10 @@ class Watch:
                 whole = False
         for rng, state, _ in self.rngs:
             _set_rng_state(rng, state)
-        np.random.set_state(self.legacy)
-        random.setstate(self.python_random)
+        if self.legacy is not None:
+            np.random.set_state(self.legacy)
+        if self.python_random is not None:
+            random.setstate(self.python_random)
         for container, before, _ in self.containers:
             if isinstance(container, list):
                 container[:] = before

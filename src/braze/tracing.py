@@ -45,6 +45,15 @@ TRACE_RULES: dict[str, Callable] = {}
 # ---------------------------------------------------------------- the tracer
 
 
+def _writes_untraced(name: str, loc: str):
+    from .sideeffects import SideEffectError
+
+    return SideEffectError(
+        f"{name}{loc} writes into a NumPy array the function did not get as an argument (a global, a closure's, "
+        "an attribute's): a compiled program would not write it again at each call; it runs as plain NumPy "
+        "instead (pass the array as an argument to compile it)")
+
+
 def _reread_node(t: "Tracer", view: View, base: "Tracer") -> None:
     t._node_ = t._ctx.record(view.op, (base._node_,), view.params)
 
@@ -378,7 +387,6 @@ class GraphContext:
         ``fn`` is) between compiled regions; results come back as tracers, and
         arrays ``fn`` writes into are updated (their tracers point at the result)."""
         from .ops.call import HostCall, _read_only, is_read_only_write, reads_only
-        from .sideeffects import SideEffectError
 
         leaves, treedef = pytree.flatten((tuple(args), dict(kwargs)))
         slots = [i for i, leaf in enumerate(leaves) if isinstance(leaf, Tracer)]
@@ -390,9 +398,15 @@ class GraphContext:
         values = [self.value(n) for n in nodes]
         if not call.pure:  # (NumPy arrays it was given that are not traced: read-only, to see it write them)
             call.static = [_read_only(leaf) if is_ndarray(leaf) else leaf for leaf in static]
+        if isinstance(getattr(fn, "__self__", None), np.ufunc) and getattr(fn, "__name__", None) == "at":
+            # np.subtract.at(z, idx, v) writes into z, read-only or not (NumPy does not check the
+            # flag): given copies, which it writes, from the start
+            if args and not isinstance(args[0], Tracer):
+                raise _writes_untraced(name, loc)
+            call.writes = True
         with np.errstate(all="ignore"):
             try:
-                result, _ = call.call(values, writable=False)
+                result, given = call.call(values, writable=call.writes)
             except Exception as exc:
                 if not is_read_only_write(exc):
                     raise
@@ -402,10 +416,7 @@ class GraphContext:
                 except Exception as exc:
                     if not is_read_only_write(exc):
                         raise
-                    raise SideEffectError(
-                        f"{name}{loc} writes into a NumPy array the function did not get as an argument (a global, "
-                        "a closure's, an attribute's): a compiled program would not write it again at each call; "
-                        "it runs as plain NumPy instead (pass the array as an argument to compile it)") from None
+                    raise _writes_untraced(name, loc) from None
             finally:
                 call.static = static
         out_leaves, out_tree = pytree.flatten(result)

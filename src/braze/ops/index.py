@@ -184,9 +184,14 @@ def _scatter_add_vjp(ct, x, v, *idx, out, axes):
 
 def _scatter_vjp(ct, x, v, *idx, out, axes):
     # Positions written get their cotangent from the value, the rest from x.
-    # With repeated indices every copy of a written value gets the cotangent.
+    # With repeated indices the value written last is the one that stays (NumPy's
+    # order, which the forward scatter follows): it alone gets the cotangent. Which
+    # one that is, the same scatter says: each value's number, scattered and read back.
     dx = bind("scatter", ct, full(shape_of(v), 0, dtype_of(ct)), *idx, axes=axes)
-    return (dx, gather(ct, *idx, axes=axes)) + (None,) * len(idx)
+    numbers = np.arange(int(np.prod(shape_of(v), dtype=np.int64)), dtype=np.int64).reshape(shape_of(v))
+    kept = gather(bind("scatter", full(shape_of(ct), -1, np.int64), numbers, *idx, axes=axes), *idx, axes=axes)
+    dv = select(equal(kept, numbers), gather(ct, *idx, axes=axes), 0)
+    return (dx, dv) + (None,) * len(idx)
 
 
 def _take_along_axis_vjp(ct, x, idx, *, out, axis):

@@ -115,7 +115,9 @@ def _functions(fn):
 
 
 class Watch:
-    """A snapshot of the state ``fn`` reaches; ``check`` after the trace."""
+    """A snapshot of the state ``fn`` reaches: ``changes`` after the trace says
+    what the trace changed (``restore`` puts it back); ``pins``, ``shapes`` and
+    ``contents`` are what ``stale`` checks at each call."""
 
     def __init__(self, fn, args: tuple = (), kwargs: dict | None = None):
         self.bindings = []   # (namespace dict or cell, key, value it held, what)
@@ -135,8 +137,8 @@ class Watch:
                 continue
             done.add(id(f))
             for kind, part in sorted(_functions(f), key=lambda kp: kp[0] != "function"):  # (names first)
-                if kind == "function" and not _is_users(part):  # (a library's wrapper: the user's function
-                    self._pending.extend(c.cell_contents for c in part.__closure__ or ()  # it closes over)
+                if kind == "function" and not _is_users(part):  # a library's wrapper: what it closes over
+                    self._pending.extend(c.cell_contents for c in part.__closure__ or ()
                                          if _full(c) and callable(c.cell_contents))
                 elif kind == "function":
                     self._function(part)
@@ -209,8 +211,7 @@ class Watch:
         self.seen.add(id(value))
         if isinstance(value, types.FunctionType) and _is_users(value):
             self._pending.append(value)
-        elif type(value).__module__ == "braze.api" and isinstance(getattr(value, "fn", None), object) \
-                and callable(value):
+        elif type(value).__module__ == "braze.api" and callable(getattr(value, "fn", None)):
             self._pending.append(value.fn)  # a braze.compile'd function it calls
         elif is_ndarray(value):
             if value.flags.writeable and value.size:
@@ -233,11 +234,11 @@ class Watch:
         self.arrays.append((a, copy, _checksum(a) if copy is None else 0, what))
 
     def pins(self) -> tuple:
-        """The names whose values the trace baked in: (namespace or cell, key,
-        value, what) for each global, closure variable or attribute holding a
-        number, a string or an array. ``stale`` says, at each call, whether one
-        was rebound since (then the function is traced again, as NumPy would
-        read the new value)."""
+        """The names whose values the trace may have baked in: (namespace or
+        cell, key, value, what) for each global, closure variable and attribute
+        the code names (not modules, not the arguments' own). ``stale`` says, at
+        each call, whether one was rebound since (then the function is traced
+        again, as NumPy would read the new value)."""
         return tuple(b for k, b in enumerate(self.bindings)
                      if b[2] is not _MISSING and not isinstance(b[2], types.ModuleType)
                      and not b[3].startswith("argument")  # (arguments are the call's own)

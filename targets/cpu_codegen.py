@@ -34,7 +34,7 @@ from braze.fusion import LAYOUT_OPS, REDUCE_OPS, Loop
 from braze.graph import Node
 
 from . import cpu_runtime as rt
-from .reductions import CPU, Sum, ValueOfArg, reduction, twin_arg
+from .reductions import CPU, ArgExtremum, Sum, ValueOfArg, reduction, twin_arg
 from .scalar import CpuOps, cast, literal, np_type
 
 TRIG = ("sin", "cos")
@@ -206,6 +206,7 @@ class LoopCodegen:
             rt.has_vector_math(op, sfx) for op in TRIG for sfx in ("f32", "f64"))
         self.exact = False
         self._seg: dict[int, tuple] = {}  # reduction -> its segmented group (while a row pass is emitted)
+        self._past_nan: set[int] = set()  # float arg reductions whose row's NaN is found afterwards (_nan_rerun)
         self._plan_passes()
         # id(max/min) -> the argmax/argmin of the same values in the same pass, whose kept
         # value it is (reductions.ValueOfArg: k-means' d.min(1) beside d.argmin(1))
@@ -550,7 +551,41 @@ class LoopCodegen:
         r = self._red(red)
         if self._blocking and isinstance(r, Sum) and r.blockable:
             return [r.block_update(acc, value)]
+        if id(red) in self._past_nan:
+            return r.update_past_nan(acc, value, flat)
         return r.update(acc, value, flat)
+
+    def _past_nan_args(self, p: int) -> list[Node]:
+        """The argmax / argmin of pass ``p`` over float values, in a row loop of
+        one inner axis: their rows find a NaN after the loop (``_nan_rerun``)."""
+        if self.dialect is not CPU or self.nin != 1:
+            return []
+        return [r for r in self._reductions(p) if isinstance(self._red(r), ArgExtremum)
+                and id(r) not in self._twins and np.dtype(r.inputs[0].aval.dtype).kind == "f"]
+
+    def _nan_rerun(self, w: Writer, red: Node, env: dict, p: int, accs: dict, out_flat: str,
+                   span: str) -> None:
+        """A row whose arg reduction saw a NaN reads its values again, up to the
+        first NaN, which is the answer (NumPy's argmax / argmin)."""
+        acc = accs[id(red)]
+        inner_env = dict(env)
+        inner_env["__lines__"] = []
+        saved, self._hoist = self._hoist, []
+        lines = self._stash_reads(inner_env, p, out_flat)
+        x = red.inputs[0]
+        value = self._value(x, inner_env) if id(x) in self.members else self._operand(x, "full", inner_env)
+        lines += inner_env["__lines__"]
+        hoisted, self._hoist = self._hoist, saved
+        w(f"if {self.dialect.is_set(f'{acc}_n')}:")
+        w.indent()
+        for line in hoisted:
+            w(line)
+        w(f"for j0 in range({span}):")
+        w.indent()
+        for line in lines + self._red(red).first_nan(acc, value, "j0"):
+            w(line)
+        w.dedent()
+        w.dedent()
 
     def _acc_init(self, red: Node, acc: str) -> list[str]:
         return self._red(red).init(acc)
@@ -661,12 +696,7 @@ class LoopCodegen:
         """Statements inside the innermost loop of pass ``p``."""
         inner_env = dict(env)
         inner_env["__lines__"] = []
-        lines = []
-        for vid, (k, q) in self.stash.items():  # read back what an earlier pass stored
-            if q < p and any(self.write_pass[id(o)] == p and self.out_index[id(o)] == k for o in self.full_outputs):
-                var = self._fresh("st")
-                lines.append(f"{var} = o{k}[{out_flat}]")
-                inner_env[vid] = var
+        lines = self._stash_reads(inner_env, p, out_flat)
         added = set()
         for red in self._reductions(p):
             seg = self._seg.get(id(red)) if self._blocking else None
@@ -698,6 +728,16 @@ class LoopCodegen:
                 lines.extend(inner_env["__lines__"])
                 inner_env["__lines__"] = []
                 lines.append(f"{self._out_at(self.out_index[id(out)], out_flat)} = {value}")
+        return lines
+
+    def _stash_reads(self, inner_env: dict, p: int, out_flat: str) -> list[str]:
+        """Read back what an earlier pass stored."""
+        lines = []
+        for vid, (k, q) in self.stash.items():
+            if q < p and any(self.write_pass[id(o)] == p and self.out_index[id(o)] == k for o in self.full_outputs):
+                var = self._fresh("st")
+                lines.append(f"{var} = o{k}[{out_flat}]")
+                inner_env[vid] = var
         return lines
 
     def _out_at(self, k: int, flat: str) -> str:
@@ -762,7 +802,10 @@ class LoopCodegen:
                 red = next(r for r in blocked if self._seg.get(id(r)) is seg)
                 w(f"{seg[0]} = np.zeros({seg[3]}, {np_type(self._red(red).out)})")
             self._hoist = []
-            body = self._pass_lines(env, p, accs, f"np.uint64(o * ni + {self._flat_inner()})")
+            past_nan = self._past_nan_args(p)
+            self._past_nan = {id(r) for r in past_nan}
+            out_flat = f"np.uint64(o * ni + {self._flat_inner()})"
+            body = self._pass_lines(env, p, accs, out_flat)
             for line in self._hoist:  # loads that do not change along the row: before its loop
                 w(line)
             self._hoist = None
@@ -790,6 +833,9 @@ class LoopCodegen:
                     w.dedent()
             self._blocking = False
             self._seg = {}
+            for red in past_nan:
+                self._nan_rerun(w, red, env, p, accs, out_flat, f"d{self.od}")
+            self._past_nan = set()
             for red in self._reductions(p):
                 var = self._fresh("red")
                 w(f"{var} = {self._acc_result(red, accs)}")
@@ -868,6 +914,9 @@ class LoopCodegen:
             blocked = self._blocked(reds)
             self._blocking = bool(blocked)
             lo, hi = "c * step", "min(d0, (c + 1) * step)"
+            self.nin = self.R
+            past_nan = self._past_nan_args(p)  # (a chunk with a NaN reads its values again)
+            self._past_nan = {id(r) for r in past_nan}
             if self.R == 1:
                 levels = self._innermost(w, "j0", lo, hi, blocked, accs)
             else:
@@ -882,7 +931,6 @@ class LoopCodegen:
                 flat = f"({flat} * d{k} + j{k})"
             saved = self._flat_inner
             self._flat_inner = lambda flat=flat: flat
-            self.nin = self.R
             self._pass_body(w, env, p, accs, f"np.uint64({flat})")
             self._flat_inner = saved
             self._innermost_close(w, levels, blocked, accs)
@@ -890,6 +938,9 @@ class LoopCodegen:
                 for _ in range(1, self.R):
                     w.dedent()
             self._blocking = False
+            for red in past_nan:
+                self._nan_rerun(w, red, env, p, accs, "np.uint64(j0)", f"{lo}, {hi}")
+            self._past_nan = set()
             self._trig_close(w)
             for red in reds:
                 acc = accs[id(red)]

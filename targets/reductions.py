@@ -292,6 +292,33 @@ class ArgExtremum(Extremum):
             f"{acc}_n = {self.d.flag_of(f'{seen} | {nan}')}",
         ]
 
+    def lanes_init(self, lanes, n):
+        """``n`` lanes of a chunk, each reducing every ``n``-th element
+        (cpu_codegen's ``_lanes``): value, index and NaN-seen arrays."""
+        return [f"{lanes} = np.full({n}, {literal(self._identity(), self.src)})",
+                f"{lanes}_i = np.zeros({n}, np.int64)",
+                f"{lanes}_n = np.zeros({n}, np.uint8)"]
+
+    def lane_update(self, lanes, value, index):
+        """``update_past_nan`` in lane ``r``: the loop over the lanes vectorizes
+        (independent selects, no chain through one accumulator)."""
+        return [f"{lanes}_v = {lanes}[r]",
+                f"{lanes}_b = {value} {self.cmp} {lanes}_v",
+                f"{lanes}[r] = {value} if {lanes}_b else {lanes}_v",
+                f"{lanes}_i[r] = np.int64({index}) if {lanes}_b else {lanes}_i[r]",
+                f"{lanes}_n[r] |= np.uint8({value} != {value})"]
+
+    def lanes_close(self, acc, lanes, n):
+        """The lanes into the chunk's accumulator: the better value, of equal
+        ones the smaller index (a lane holds no NaN: it never compares better;
+        the flag sends the chunk to its second reading)."""
+        seen = self.d.is_set(f"{acc}_n")
+        return [f"for r in range({n}):",
+                f"    {acc}_n = {self.d.flag_of(f'{seen} | ({lanes}_n[r] != 0)')}",
+                f"    if {lanes}[r] {self.cmp} {acc} or ({lanes}[r] == {acc} and {lanes}_i[r] < {acc}_i):",
+                f"        {acc} = {lanes}[r]",
+                f"        {acc}_i = {lanes}_i[r]"]
+
     def first_nan(self, acc, value, index):
         """In the second reading of a row whose flag is set: the first NaN is
         the answer (its value and index), and the loop stops there."""

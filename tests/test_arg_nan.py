@@ -74,3 +74,26 @@ def test_whole_array_nan_in_one_chunk_of_many(dtype):
     same = np.full(n, 2.5, dtype)
     for got, want in zip(WHOLE(same), whole(same)):
         assert_same(got, want)
+
+
+@pytest.mark.parametrize("n", [1, 255, 256, 257, 513, CHUNK + 300])
+def test_whole_array_lanes_ties_and_edges(n):
+    """Whole blocks of 256 elements go to 256 lanes, the rest one at a time:
+    equal extremes in different lanes and in the rest keep NumPy's first
+    index; -0.0 and 0.0 are equal."""
+    r = np.random.default_rng(n)
+    x = np.round(r.standard_normal(n) * 3)  # many ties
+    for got, want in zip(WHOLE(x), whole(x)):
+        assert_same(got, want)
+    z = np.zeros(n)
+    z[n // 2:] = -0.0
+    for got, want in zip(WHOLE(z), whole(z)):
+        assert_same(got, want)
+    t = np.zeros(n)
+    t[[n - 1, n // 3]] = -5.0  # the same extreme twice: the smaller index
+    t[[n // 2, n // 5]] = 5.0
+    for got, want in zip(WHOLE(t), whole(t)):
+        assert_same(got, want)
+    t[n - 1] = np.nan
+    for got, want in zip(WHOLE(t), whole(t)):
+        assert_same(got, want)

@@ -179,7 +179,7 @@ class Compiled:
         # (a registry change replaces program.executable and clears the fast path)
         spec = program.outputs[0] if program.outputs else None
         if (not mutated and tree == pytree.LEAF and spec is not None and spec.view is None and not spec.readonly
-                and spec.perm is None and not spec.copy):
+                and spec.perm is None and not spec.copy and spec.traced):  # (else an object the trace returned)
             finish = calling.finish
             c_order = spec.c_order
 
@@ -231,6 +231,9 @@ class Compiled:
         raw = pipeline.run(program, inputs, self.__name__, self.target.name, outs)
         specs = program.outputs or [None] * program.n_out
         results = [calling.finish(o, spec, dynamic) for o, spec in zip(raw[: program.n_out], specs)]
+        for k, spec in enumerate(specs):
+            if spec is not None and spec.result_view is not None:
+                results[k] = calling.view_of(results[spec.result_view[0]], spec.result_view[1], results[k], spec)
         return pytree.unflatten(program.out_tree, results)
 
     def into(self, out):

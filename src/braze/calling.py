@@ -214,6 +214,19 @@ def plan_aliases(leaves: list, names: list[str]) -> AliasPlan:
 # ---------------------------------------------------------------- results
 
 
+def view_of(base, ops, value, spec: OutputSpec):
+    """Result ``value`` as NumPy returns it when it is a view (``ops``) of
+    another result, ``base``: that view of ``base`` (so a write into one is
+    seen in the other), or ``value`` where ``base`` is no array."""
+    if not is_ndarray(base):
+        return value
+    for op, params in ops:
+        base = NUMPY_IMPL[op](base, **params)
+    if spec.scalar and base.ndim == 0:
+        return base[()]
+    return base
+
+
 def finish(value, spec: OutputSpec | None, leaves: list):
     """One result as NumPy returns it (see the module docstring)."""
     if spec is not None and spec.const is not None:

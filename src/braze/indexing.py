@@ -16,7 +16,7 @@ import numpy as np
 
 from . import numpy as bnp
 from .core import bind
-from .errors import DTypeError, PythonIntOverflowError, ShapeError, UnsupportedOpError, where
+from .errors import DTypeError, IndexOutOfRangeError, PythonIntOverflowError, ShapeError, UnsupportedOpError, where
 from .ops.shape import slice_length
 from .aval import is_ndarray
 from .ops._util import broadcast_shape
@@ -199,10 +199,38 @@ def _advanced(entries, shape):
     return tuple(new_shape), slices, arrays, axes
 
 
+def _check_masks(key, shape) -> None:
+    """A boolean array in an index covers the axes it indexes exactly (NumPy's
+    IndexError; a shorter mask's nonzero positions would index silently)."""
+    items = key if isinstance(key, tuple) else (key,)
+
+    def width(k):
+        if k is None or k is Ellipsis:
+            return 0
+        if hasattr(k, "dtype") and np.dtype(k.dtype) == np.bool_ and np.ndim(k) >= 1:
+            return np.ndim(k)
+        return 1
+
+    pos = 0
+    for i, k in enumerate(items):
+        if k is Ellipsis:
+            pos = len(shape) - sum(width(j) for j in items[i + 1:])
+            continue
+        if hasattr(k, "dtype") and np.dtype(k.dtype) == np.bool_ and np.ndim(k) >= 1:
+            for axis, n in enumerate(np.shape(k)):
+                if pos + axis < len(shape) and shape[pos + axis] != n:
+                    raise IndexOutOfRangeError(
+                        f"getitem: boolean index did not match indexed array along axis {pos + axis}; size of "
+                        f"axis is {shape[pos + axis]} but size of corresponding boolean axis is {n}{where()}")
+        pos += width(k)
+
+
+
 def getitem(x, key):
     """``x[key]`` with NumPy's semantics, for any index NumPy's basic and
     advanced indexing accept whose result shape is static."""
     shape = tuple(x.shape) if hasattr(x, "shape") else np.shape(x)
+    _check_masks(key, shape)
     entries = _entries(key, shape)
     if any(kind == "mask" for kind, _ in entries):
         tracer = next((t for t in [x, *(key if isinstance(key, tuple) else (key,))]

@@ -57,7 +57,7 @@ CONSTRUCTORS = ("empty", "zeros", "ones", "full")
 # so the indexing is braze's (a gather) and not a conversion of the labels.
 # (``arange`` stays NumPy's: programs iterate over it for loop counters.)
 MATRIX_CONSTRUCTORS = ("eye", "identity", "tri")
-CONVERTERS = ("array", "asarray", "asanyarray", "ascontiguousarray", "asfortranarray", "frombuffer", "fromiter",
+CONVERTERS = ("array", "asarray", "asanyarray", "ascontiguousarray", "asfortranarray", "require", "frombuffer", "fromiter",
               "fromstring")
 INDEX_BUILDERS = ("r_", "c_")
 # ``np.errstate(all="raise")`` asks NumPy to raise on floating-point errors,

@@ -18,7 +18,8 @@ import operator
 import numpy as np
 
 from .core import bind
-from .errors import DTypeError, IndexOutOfRangeError, ShapeError, UnsupportedOpError, where as _where
+from .errors import (DTypeError, IndexOutOfRangeError, PythonIntOverflowError, ShapeError, UnsupportedOpError,
+                     where as _where)
 from .ops._util import normalize_axes, normalize_axis
 from .ops.elementwise import BINARY, UNARY
 from .ops._util import broadcast_shape
@@ -208,7 +209,10 @@ def where(condition, x=_NoValue, y=_NoValue):
     """``np.where(condition, x, y)``; the one-argument form has a data-dependent shape."""
     if x is _NoValue or y is _NoValue:
         raise _unsupported("where", "with only a condition", "its result shape depends on the data; use np.where(cond, x, y)")
-    return _strong(bind("where", condition, x, y))
+    result = _strong(bind("where", condition, x, y))
+    if getattr(result, "_is_scalar", lambda: False)():
+        result = bind("view", result)  # (NumPy's where gives an array, 0-d too)
+    return result
 
 
 def clip(a, a_min=_NoValue, a_max=_NoValue, out=None, *, min=_NoValue, max=_NoValue, **kwargs):
@@ -265,7 +269,7 @@ def astype_method(x, dtype, order="K", casting="unsafe", subok=True, copy=True):
     dtype = _as_dtype("astype", dtype)
     _check_cast("astype", _dtype(x), dtype, casting)
     order = _check_order("astype", order)
-    if not copy and _dtype(x) == dtype:
+    if not copy and _dtype(x) == dtype and _laid_out(x, order):
         return x
     return copy_as(bind("convert", x, dtype=dtype), order)
 
@@ -273,6 +277,27 @@ def astype_method(x, dtype, order="K", casting="unsafe", subok=True, copy=True):
 def asarray_copy(x):
     """A copy of ``x``: a new array with the same values."""
     return bind("convert", x, dtype=_dtype(x))
+
+
+def _new(x):
+    """``x`` as a new array where NumPy's function makes one (``np.take`` with
+    one index, ``np.repeat(x, 1)``) and braze's ops built a view: a write into
+    it must not reach the argument."""
+    return asarray_copy(x) if getattr(x, "_view", None) is not None else x
+
+
+def _laid_out(x, order: str) -> bool:
+    """Whether ``x``'s memory already is in ``order`` (NumPy copies when not);
+    an array whose layout braze does not model (watched by a tape) is."""
+    try:
+        flags = getattr(x, "flags", None)
+    except UnsupportedOpError:
+        flags = None
+    if flags is None or order == "K":
+        return True
+    if order == "A":
+        return flags.c_contiguous or flags.f_contiguous
+    return flags.c_contiguous if order == "C" else flags.f_contiguous
 
 
 def copy(a, order="K", subok=False):
@@ -290,14 +315,26 @@ def copy_as(result, order: str, like=None):
 
 
 def round(a, decimals=0, out=None):  # noqa: A001
-    """``np.round``: half to even, like NumPy."""
-    if _dtype(a).kind in "biu" and decimals >= 0:
+    """``np.round``: half to even, computed as NumPy does (``a * 10**d``, rint,
+    ``/ 10**d``; for a negative ``d``, ``a / 10**-d``, rint, ``* 10**-d``, in
+    float64 for integers, which come back as their own dtype), a 0-d argument
+    giving a scalar."""
+    dt = _dtype(a)
+    if dt.kind in "biu" and decimals >= 0:
         result = asarray_copy(a)
     elif decimals == 0:
         result = rint(a)  # noqa: F821  (defined by globals().update)
     else:
-        scale = 10.0 ** decimals
-        result = divide(rint(multiply(a, scale)), scale)  # noqa: F821
+        work = astype(a, np.float64) if dt.kind in "biu" else a
+        scale = 10.0 ** builtins.abs(decimals)
+        if decimals > 0:
+            result = divide(rint(multiply(work, scale)), scale)  # noqa: F821
+        else:
+            result = multiply(rint(divide(work, scale)), scale)  # noqa: F821
+        if dt.kind in "biu":
+            result = astype(result, dt)
+    if out is None and _ndim(a) == 0 and not getattr(result, "_is_scalar", lambda: True)():
+        result = result[()]
     return _into_out("round", result, out)
 
 
@@ -315,8 +352,10 @@ _IDENTITY = {"reduce_sum": 0, "reduce_prod": 1, "reduce_any": False, "reduce_all
 _COMBINE = {"reduce_sum": "add", "reduce_prod": "multiply", "reduce_max": "maximum", "reduce_min": "minimum"}
 
 
-def _into_out(func: str, result, out):
-    """``result`` written into ``out=`` (a traced array), which is returned."""
+def _into_out(func: str, result, out, reduction: bool = False):
+    """``result`` written into ``out=`` (a traced array), which is returned. A
+    reduction's ``out`` has the result's shape exactly (NumPy broadcasts
+    only a ufunc's result into it)."""
     if out is None:
         return result
     if isinstance(out, tuple):
@@ -324,6 +363,9 @@ def _into_out(func: str, result, out):
     if not hasattr(out, "_assign"):
         raise _unsupported(func, f"out= (a {type(out).__name__})",
                            "assign the result instead: a compiled function cannot write into an array it captured")
+    if reduction and _shape(out) != _shape(result):
+        raise ShapeError(f"{func}: out= has shape {_shape(out)}, the reduction's result {_shape(result)}{_where()}; "
+                         "NumPy needs the result's shape exactly (keepdims=True keeps the reduced axes)")
     out._assign(result, f"{func} (out=)", casting="unsafe")
     return out
 
@@ -332,7 +374,18 @@ def _reduce(prim: str, func: str, a, axis, dtype=None, out=None, keepdims=False,
             initial=_NoValue, where=_NoValue):
     axes = normalize_axes(func, axis, _ndim(a), _shape(a))
     if out is not None and dtype is None and prim in ("reduce_sum", "reduce_prod"):
-        dtype = _dtype(out[0] if isinstance(out, tuple) else out)
+        # NumPy's loop: the reduction's own dtype promoted with out's (a float64 sum
+        # into an int64 out adds in float64, a float32 one into float64 in float64)
+        promoted = np.promote_types(_reduction_dtype(prim, _dtype(a)),
+                                    _dtype(out[0] if isinstance(out, tuple) else out))
+        if promoted != _reduction_dtype(prim, _dtype(a)):
+            dtype = promoted
+    if initial is not _NoValue and _dtype(a).kind in "iu" and isinstance(initial, int) \
+            and not isinstance(initial, bool):
+        info = np.iinfo(_dtype(a))
+        if not info.min <= initial <= info.max:
+            raise PythonIntOverflowError(f"{func}: Python integer {initial} out of bounds for {_dtype(a)} "
+                                         f"(initial=){_where()}; pass an initial the dtype holds")
     if dtype is not None:
         a = astype(a, dtype)
     if where is not _NoValue and where is not True:
@@ -351,12 +404,12 @@ def _reduce(prim: str, func: str, a, axis, dtype=None, out=None, keepdims=False,
             tuple(d for i, d in enumerate(_shape(a)) if i not in axes)
         dt = np.dtype(dtype) if dtype is not None else _reduction_dtype(prim, _dtype(a))
         result = full(shape, initial, dt)
-        return _into_out(func, result, out)
+        return _into_out(func, result, out, reduction=True)
     result = bind(prim, a, **params)
     if initial is not _NoValue:
         value = np.asarray(initial).astype(_dtype(result))[()]
         result = astype(UFUNCS[_COMBINE[prim]](result, value), _dtype(result))
-    return _into_out(func, result, out)
+    return _into_out(func, result, out, reduction=True)
 
 
 def _reduction_dtype(prim: str, dtype) -> np.dtype:
@@ -854,7 +907,7 @@ def take(a, indices, axis=None, out=None, mode="raise"):
             raise ShapeError(f"take: cannot do a non-empty take from an empty axis{_where()}")
         indices = asarray(indices) if not _is_braze_array(indices) else indices
         indices = remainder(indices, n) if mode == "wrap" else clip(indices, 0, n - 1)  # noqa: F821
-    return _into_out("take", _index(a, (slice(None),) * axis + (indices,)), out)
+    return _into_out("take", _new(_index(a, (slice(None),) * axis + (indices,))), out)
 
 
 def take_along_axis(arr, indices, axis=-1):
@@ -982,9 +1035,12 @@ def _einsum(subscripts, *operands):
     if "->" not in spec:
         letters = spec.replace(",", "")
         spec += "->" + "".join(c for c in sorted(set(letters)) if letters.count(c) == 1)
-    ins = spec.split("->")[0].split(",")
+    ins, result = spec.split("->")[0].split(","), spec.split("->")[1]
     if len(ins) != len(operands):
         raise ShapeError(f"einsum: {subscripts!r} names {len(ins)} operands, got {len(operands)}{_where()}")
+    if len(ins) == 1 and len(set(ins[0])) == len(ins[0]) == len(result) == _ndim(operands[0]) \
+            and set(result) == set(ins[0]):
+        return transpose(operands[0], tuple(ins[0].index(c) for c in result))  # NumPy's einsum: a view
     return bind("einsum", *operands, subscripts=spec)
 
 
@@ -1023,8 +1079,8 @@ def array(object, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, lik
         result, new = bind("view", result), True  # np.array of a NumPy scalar is a new 0-d array
     if dtype is not None and _as_dtype("array", dtype) != _dtype(result):
         result, new = astype(result, dtype), True
-    if copy and not new:
-        result, new = asarray_copy(result), True
+    if not new and _is_braze_array(result) and (copy or not _laid_out(result, order)):
+        result, new = asarray_copy(result), True  # (copy=None: only when the order asks for other memory)
     if copy is False and new:
         raise ShapeError(f"array: unable to avoid a copy (copy=False) while building the array{_where()}; "
                          "pass copy=None to copy only when needed")
@@ -1043,6 +1099,39 @@ def asarray(a, dtype=None, order=None, *, device=None, copy=None, like=None):
 
 def asanyarray(a, dtype=None, order=None, *, device=None, copy=None, like=None):
     return asarray(a, dtype, order, device=device, copy=copy, like=like)
+
+
+def require(a, dtype=None, requirements=None, *, like=None):
+    """``np.require``: ``a`` itself when it meets the requirements (C, F, A,
+    W, O; E asks for an ndarray, which a traced array is), else a copy."""
+    names = {"C": "C", "C_CONTIGUOUS": "C", "CONTIGUOUS": "C", "F": "F", "F_CONTIGUOUS": "F", "FORTRAN": "F",
+             "A": "A", "ALIGNED": "A", "W": "W", "WRITEABLE": "W", "O": "O", "OWNDATA": "O", "E": "E",
+             "ENSUREARRAY": "E"}
+    if isinstance(requirements, str):
+        requirements = [requirements]
+    wanted = set()
+    for r in requirements or ():
+        if str(r).upper() not in names:
+            raise ShapeError(f"require: unknown requirement {r!r}{_where()}")
+        wanted.add(names[str(r).upper()])
+    if "C" in wanted and "F" in wanted:
+        raise ShapeError(f"require: cannot specify both 'C' and 'F' order{_where()}")
+    order = "C" if "C" in wanted else "F" if "F" in wanted else "A"
+    result = array(a, dtype, copy=None, order="K", like=like)
+    if not _laid_out(result, order if order != "A" else "K") or "O" in wanted and result is a:
+        result = copy(result, order=order if order != "A" else "K")
+    return result
+
+
+def real_if_close(a, tol=100):
+    """``np.real_if_close`` of a real array: the array itself (braze traces no complex values)."""
+    return a
+
+
+def unstack(x, /, *, axis=0):
+    """``np.unstack``: views along ``axis``, as NumPy's."""
+    axis = normalize_axis("unstack", axis, _ndim(x), _shape(x))
+    return tuple(_index(x, (slice(None),) * axis + (i,)) for i in range(_shape(x)[axis]))
 
 
 def ascontiguousarray(a, dtype=None, *, like=None):
@@ -1417,7 +1506,7 @@ def repeat(a, repeats, axis=None):
         if r < 0:
             raise ShapeError(f"repeat: negative dimensions are not allowed{_where()}")
         wide = broadcast_to(expand_dims(a, axis + 1), shape[:axis + 1] + (r,) + shape[axis + 1:])
-        return reshape(wide, shape[:axis] + (shape[axis] * r,) + shape[axis + 1:])
+        return _new(reshape(wide, shape[:axis] + (shape[axis] * r,) + shape[axis + 1:]))
     index = np.repeat(np.arange(shape[axis]), np.asarray(repeats))  # static counts: a gather
     return take(a, index, axis=axis)
 
@@ -1501,8 +1590,7 @@ def pad(array, pad_width, mode="constant", **kwargs):
 
 
 def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
-    if copy:  # (NumPy's truth test of the argument)
-        pass
+    """``np.nan_to_num``; ``copy=False`` writes into ``x`` (NumPy's in-place form)."""
     dt = _dtype(x)
     if dt.kind not in "fc":
         return array(x, copy=True) if copy else x
@@ -1512,7 +1600,11 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     cast = lambda v: asarray(v).astype(dt)  # noqa: E731  (NumPy casts the fills to x's dtype)
     out = np.where(np.isnan(x), cast(nan), x)
     out = np.where(np.isinf(out) & (out > 0), cast(big), out)
-    return np.where(np.isinf(out) & (out < 0), cast(small), out)
+    out = np.where(np.isinf(out) & (out < 0), cast(small), out)
+    if copy or _ndim(x) == 0 or not hasattr(x, "_assign"):  # (NumPy's truth test; a 0-d x comes back new)
+        return out
+    x._assign(out, "nan_to_num (copy=False)")
+    return x
 
 
 def select(condlist, choicelist, default=0):

@@ -198,8 +198,12 @@ def _mark_shared_results(outputs: list[Node], specs: list) -> None:
     is ``a`` in a graph of values) is copied at each call, before the arguments
     are written back: a new array, as NumPy's, never the caller's memory, a
     global's, or the constant another call returns."""
-    for node, spec in zip(outputs, specs):
+    results: dict[int, int] = {}
+    for i, (node, spec) in enumerate(zip(outputs, specs)):
         if spec is None or not spec.traced or spec.view is not None:
+            continue
+        if results.setdefault(id(node), i) != i and spec.same is None:
+            spec.copy = True  # two results NumPy made apart (x * 2, x * 2), one node: a copy for the later
             continue
         while is_view_op(node.op):
             node = node.inputs[0]
@@ -264,6 +268,8 @@ def run(program: Program, inputs: list, name: str, target: str, outs=None) -> li
     for i, spec in enumerate(program.outputs[: program.n_out]):
         if spec is not None and spec.copy and is_ndarray(results[i]):
             results[i] = np.array(results[i], order="K")
+        if spec is not None and spec.same is not None:
+            results[i] = results[spec.same]  # (return y, y: one object twice)
     calling.write_back(program.mutated, inputs, results[program.n_out:])
     return results
 

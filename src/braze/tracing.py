@@ -631,7 +631,8 @@ class OutputSpec:
     the view ops (``view = (argument index, ((op, params), ...))``): then the
     result is that view of the caller's own array, as in NumPy."""
 
-    __slots__ = ("scalar", "readonly", "view", "const", "perm", "c_order", "python", "fresh", "traced", "copy")
+    __slots__ = ("scalar", "readonly", "view", "const", "perm", "c_order", "python", "fresh", "traced", "copy", "same",
+                 "result_view")
 
     def __init__(self, scalar: bool, readonly: bool = False, view=None, const=None, perm=None, c_order=False):
         self.scalar, self.readonly, self.view = scalar, readonly, view
@@ -642,6 +643,8 @@ class OutputSpec:
         self.python = None  # the Python type of a weak result (s * 2 for a float argument s)
         self.traced = False  # a traced value (not an object the function returned as it was)
         self.copy = False  # set by the pipeline: the graph's result is memory the caller or braze owns
+        self.same = None  # the first result that is this same traced object (``return y, y``), else None
+        self.result_view = None  # (k, view ops): NumPy's result is a view of result k (``return y, y[1:]``)
 
 
 class Trace:
@@ -723,6 +726,20 @@ def _output_spec(value, tracers, converted: bool = False, known=None) -> OutputS
     return spec
 
 
+def _view_of_result(t: Tracer, first: dict, k: int):
+    """(j, view ops) when ``t`` is a view (chain) of result ``j`` before
+    result ``k`` (NumPy returns it as a view of that result), else None."""
+    ops = []
+    while t._view is not None and not t._view.uncertain and t._view.op != "strided_view":
+        _ = t._node  # current with its base
+        ops.append((t._view.op, t._view.params))
+        t = t._view.base
+        j = first.get(id(t))
+        if j is not None and j < k:
+            return j, tuple(reversed(ops))
+    return None
+
+
 def _dense_order(t: Tracer):
     """The axis order (slowest first) of a tracer NumPy lays out densely but not
     in C order (an elementwise result of Fortran-ordered inputs: order 'K')."""
@@ -758,6 +775,12 @@ def trace_flat(fn: Callable, avals: list[Aval], names: list[str] | None = None, 
             outs = fn(*tracers)
             out_nodes = [ctx.lift(0) if _static_output(o) else ctx.lift(o) for o in outs]  # (a static's: unread)
             out_specs = [_output_spec(o, tracers, ctx.converted, ctx.known) for o in outs]
+            first: dict[int, int] = {}
+            for k, (o, spec) in enumerate(zip(outs, out_specs)):
+                if isinstance(o, Tracer) and first.setdefault(id(o), k) != k:
+                    spec.same = first[id(o)]
+                elif isinstance(o, Tracer) and spec.view is None:
+                    spec.result_view = _view_of_result(o, first, k)
             final = [t._node for t in inputs]
     finally:
         pop_context(ctx)

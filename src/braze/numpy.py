@@ -580,6 +580,117 @@ def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=_No
     return _into_out("std", value, out)
 
 
+def ptp(a, axis=None, out=None, keepdims=False):
+    """``np.ptp``: the maximum minus the minimum, in the array's dtype."""
+    return _into_out("ptp", subtract(max(a, axis, None, keepdims), min(a, axis, None, keepdims)), out)  # noqa: F821
+
+
+def _nan_filled(a, fill):
+    """``a`` with its NaNs replaced by ``fill`` (NumPy's ``_replace_nan``), and
+    the mask of NaNs (None for a dtype that holds no NaN)."""
+    if _dtype(a).kind not in "fc":
+        return a, None
+    mask = isnan(a)  # noqa: F821
+    return globals()["where"](mask, _dtype(a).type(fill), a), mask
+
+
+def _nan_reduction(func: str, reduce, fill):
+    def fn(a, axis=None, dtype=None, out=None, keepdims=False, initial=_NoValue, where=_NoValue):
+        return reduce(_nan_filled(a, fill)[0], axis, dtype, out, keepdims, initial, where)
+
+    fn.__name__ = fn.__qualname__ = func
+    fn.__doc__ = f"``numpy.{func}``: NaNs count as {fill}."
+    return fn
+
+
+nansum = _nan_reduction("nansum", sum, 0)
+nanprod = _nan_reduction("nanprod", prod, 1)
+
+
+def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=_NoValue):
+    """``np.nanmean`` as NumPy computes it: the sum of the non-NaN values over
+    their count, in the sum's dtype (NaN for a slice of NaNs only)."""
+    if _dtype(a).kind not in "fc":
+        return mean(a, axis, dtype, out, keepdims, where=where)
+    filled, mask = _nan_filled(a, 0)
+    count = sum(logical_not(mask), axis, np.intp, None, keepdims, _NoValue, where)  # noqa: F821
+    total = sum(filled, axis, dtype, None, keepdims, _NoValue, where)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        value = astype(divide(total, count), _dtype(total))  # noqa: F821
+    return _into_out("nanmean", value, out, reduction=True)
+
+
+def _nan_extremum(func: str, reduce, fill):
+    def fn(a, axis=None, out=None, keepdims=False, initial=_NoValue, where=_NoValue):
+        if _dtype(a).kind not in "fc":
+            return reduce(a, axis, out, keepdims, initial, where)
+        if where is not _NoValue:
+            raise _unsupported(func, "where=", "mask the values with np.where(mask, x, np.nan) first")
+        filled, mask = _nan_filled(a, fill)
+        value = reduce(filled, axis, None, keepdims, initial)
+        if initial is _NoValue:  # (NumPy's fmax.reduce: NaN where every value is)
+            value = globals()["where"](all(mask, axis, keepdims=keepdims), _dtype(a).type(np.nan), value)
+            if _ndim(value) == 0 and not getattr(value, "_is_scalar", lambda: True)():
+                value = value[()]
+        return _into_out(func, value, out, reduction=True)
+
+    fn.__name__ = fn.__qualname__ = func
+    fn.__doc__ = f"``numpy.{func}``: NaNs ignored; NaN where a slice holds nothing else."
+    return fn
+
+
+nanmax = _nan_extremum("nanmax", max, -np.inf)
+nanmin = _nan_extremum("nanmin", min, np.inf)
+
+
+def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
+    """``np.average`` as NumPy computes it. Weights given as data (a NumPy
+    array) are checked when traced (their sum may not be zero); traced
+    weights run as NumPy (that check depends on their values)."""
+    keep = {"keepdims": keepdims} if keepdims else {}
+    if weights is None:
+        avg = mean(a, axis, **keep)
+        scl = _dtype(avg).type(int(np.prod(_shape(a))) / int(np.prod(_shape(avg))))
+    else:
+        if _is_braze_array(weights):
+            raise _unsupported("average", "traced weights=", "pass the weights as a NumPy array, or compute "
+                               "(a * w).sum(axis) / w.sum(axis)")
+        wgt = np.asarray(weights)
+        if _dtype(a).kind in "biu":
+            result = np.result_type(_dtype(a), wgt.dtype, "f8")
+        else:
+            result = np.result_type(_dtype(a), wgt.dtype)
+        if _shape(a) != wgt.shape:
+            if axis is None:
+                raise DTypeError(f"average: axis must be specified when shapes of a and weights differ{_where()}")
+            if wgt.ndim != 1:
+                raise DTypeError(f"average: 1D weights expected when shapes of a and weights differ{_where()}")
+            ax = normalize_axis("average", axis, _ndim(a), _shape(a))
+            if wgt.shape[0] != _shape(a)[ax]:
+                raise ShapeError(f"average: length of weights not compatible with specified axis{_where()}")
+            wgt = np.broadcast_to(wgt, (_ndim(a) - 1) * (1,) + wgt.shape).swapaxes(-1, ax)
+        scl = wgt.sum(axis=axis, dtype=result, **keep)
+        if np.any(scl == 0.0):
+            raise ZeroDivisionError("Weights sum to zero, can't be normalized")
+        avg = divide(sum(multiply(astype(a, result), wgt.astype(result)), axis, **keep), scl)  # noqa: F821
+    if not returned:
+        return avg
+    if np.shape(scl) != _shape(avg):
+        scl = np.broadcast_to(scl, _shape(avg)).copy()
+    return avg, scl
+
+
+def polyval(p, x):
+    """``np.polyval``: Horner's rule, as NumPy's loop (``y = y * x + pv``)."""
+    if isinstance(p, np.poly1d) or isinstance(x, np.poly1d):
+        raise _unsupported("polyval", "of a np.poly1d", "pass the coefficients as an array")
+    x = x if _is_braze_array(x) else np.asanyarray(x)
+    y = zeros_like(x)
+    for pv in (p if _is_braze_array(p) else np.asarray(p)):
+        y = add(multiply(y, x), pv)  # noqa: F821
+    return y
+
+
 # ---------------------------------------------------------------- shapes
 
 

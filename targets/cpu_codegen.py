@@ -101,6 +101,13 @@ VECTOR_MATH = frozenset({"exp", "expm1", "log", "log1p", "tanh", "sigmoid", "erf
 SLOW_ARITH = frozenset({"divide", "sqrt", "power"})
 # Rows per chunk of a rows loop over several outer axes (``_rows_loop``).
 ROW_CHUNK = 1024
+# Column reductions in lanes (_columns_body): from 8 columns (up to 4 the row
+# loop per column was 2-4x faster, from 8 to 2000 1.2-12x slower: (n, k) max
+# and any over axis 0, 2e6 elements, one thread), at least this many rows,
+# rows per parallel chunk.
+COLUMN_MIN_LANES = 8
+COLUMN_MIN_ROWS = 16
+COLUMN_CHUNK = 8192
 # Lanes of a whole-array argmax / argmin over floats (_lanes_loop): 16 and 64
 # ran slower, 1024 no faster.
 LANES = 256
@@ -497,6 +504,8 @@ class LoopCodegen:
                 self._flat_body(body)
             elif self.od == 0:
                 self._global_body(body)
+            elif self._columns():
+                self._columns_body(body)
             else:
                 self._rows_loop(body, self.rng)
             interleave = INTERLEAVE if flat and self._latency_bound() else 0
@@ -894,6 +903,105 @@ class LoopCodegen:
             for k in range(self.od - 1):
                 w.dedent()
             w.dedent()
+        w.dedent()
+
+    def _columns(self) -> bool:
+        """A reduction over the leading axis of a 2-D domain that keeps a short
+        trailing one (``X.sum(axis=0)`` of an (n, 16) array, column means):
+        the columns in lanes (``_columns_body``) rather than a row loop per
+        column, which reads the array across its rows once per column."""
+        loop = self.loop
+        return (self.dialect is CPU and loop.perm is not None and self.od == 1 and self.nin == 1
+                and not loop.windows and not self.out_windows
+                and int(loop.domain[0]) >= COLUMN_MIN_LANES and int(loop.domain[1]) >= COLUMN_MIN_ROWS
+                and self.nloops == 1 and not self.full_outputs and not self.has_trig and not self.stash
+                and not any(isinstance(self._red(r), ArgExtremum) for r in self._reductions(1)))
+        # (an argmax / argmin keeps its row loop: it compares only there, _past_nan_args)
+
+    def _columns_body(self, w: Writer) -> None:
+        """Chunks of rows in parallel (prange), each adding its rows into one
+        accumulator per column (lane); the loop over a row's columns reads
+        contiguous memory and vectorizes; float sums add BLOCK rows into a
+        block partial per lane first (as the row loop's blocks), then the
+        chunks' partials combine in chunk order, column by column."""
+        reds = self._reductions(1)
+        accs = {id(r): f"acc{k}" for k, r in enumerate(reds)}
+        blocked = self._blocked(reds)
+        owned = [r for r in reds if self._red(r).parts()]  # (a ValueOfArg keeps no state of its own)
+        w(f"nch = (d1 + {COLUMN_CHUNK} - 1) // {COLUMN_CHUNK}" if self.rng == "prange" else "nch = 1")
+        w("step = (d1 + nch - 1) // nch if nch else 0")
+        for red in owned:
+            for sfx, dt in self._red(red).parts():
+                w(f"{accs[id(red)]}{sfx}_part = np.empty((nch, d0), {np_type(dt)})")
+        w(f"for c in {self.rng}(nch):")
+        w.indent()
+        for red in owned:
+            for sfx, dt in self._red(red).parts():
+                w(f"L{accs[id(red)]}{sfx} = np.empty(d0, {np_type(dt)})")
+        for red in blocked:
+            w(f"L{accs[id(red)]}_b = np.empty(d0, {np_type(self._red(red).out)})")
+
+        def lanes(lines_of, load=(), store=()):
+            """``for o in range(d0)`` with the lanes' state in scalars."""
+            w("for o in range(d0):")
+            w.indent()
+            w("i0 = o")
+            for name in load:
+                w(f"{name} = L{name}[o]")
+            for line in lines_of():
+                w(line)
+            for name in store:
+                w(f"L{name}[o] = {name}")
+            w.dedent()
+
+        state = [f"{accs[id(r)]}{sfx}" for r in owned for sfx, _ in self._red(r).parts()]
+        lanes(lambda: [line for r in owned for line in self._acc_init(r, accs[id(r)])], store=state)
+        w("lo = c * step")
+        w("hi = min(d1, (c + 1) * step)")
+        w(f"for jb in range(lo, hi, {BLOCK}):")
+        w.indent()
+        blocks = [f"{accs[id(r)]}_b" for r in blocked]
+        if blocked:
+            lanes(lambda: [self._red(r).block_init(accs[id(r)]) for r in blocked], store=blocks)
+        w(f"for j0 in range(jb, min(hi, jb + {BLOCK})):")
+        w.indent()
+        self._blocking = bool(blocked)
+        env: dict = {"__lines__": []}
+        unblocked = [f"{accs[id(r)]}{sfx}" for r in owned if r not in blocked for sfx, _ in self._red(r).parts()]
+        lanes(lambda: self._pass_lines(env, 1, accs, "np.uint64(0)"), load=blocks + unblocked,
+              store=blocks + unblocked)
+        self._blocking = False
+        w.dedent()
+        if blocked:
+            closing = [f"{accs[id(r)]}{sfx}" for r in blocked for sfx, _ in self._red(r).parts()]
+            lanes(lambda: [self._red(r).block_close(accs[id(r)]) for r in blocked], load=blocks + closing,
+                  store=closing)
+        w.dedent()
+        lanes(lambda: [f"{name}_part[c, o] = {name}" for name in state], load=state)
+        w.dedent()
+        w("for o in range(d0):")  # the chunks' partials in order, then the row values of each column
+        w.indent()
+        w("i0 = o")
+        env = {"__lines__": []}
+        for red in owned:
+            r, acc = self._red(red), accs[id(red)]
+            for line in r.init(acc):
+                w(line)
+            w("for c in range(nch):")
+            w.indent()
+            for sfx, _ in r.parts():
+                w(f"v{sfx} = {acc}{sfx}_part[c, o]")
+            for line in r.combine(acc, "v"):
+                w(line)
+            w.dedent()
+        for red in reds:
+            var = self._fresh("red")
+            w(f"{var} = {self._acc_result(red, accs)}")
+            env[id(red)] = var
+        self._row_env(w, env, 1)
+        for out in self.row_outputs:
+            value = env[id(out)] if id(out) in env else self._value_now(w, out, env)
+            w(f"o{self.out_index[id(out)]}[o] = {value}")
         w.dedent()
 
     def _short_inner(self) -> int | None:

@@ -194,3 +194,37 @@ def rounding(i, h, z, a, b):
 def test_round_and_where_as_numpy(target):
     check(rounding, np.array([15, 25, 31, -35], np.int16), np.array([205.1, -105.06, 0.05], np.float16),
           np.array(3), np.array(1.0), np.array(2.5), target=target)
+
+
+# ---------------------------------------------------------------- writes into several arguments
+
+
+def copy_then_clear(a, b):
+    b[:] = a  # b gets a's values as they came in
+    a[:] = 0
+
+
+def swap(a, b):
+    t = a.copy()
+    a[:] = b
+    b[:] = t
+
+
+def reverse_into(a, b):
+    b[:] = a[::-1]
+    a[:] = b
+
+
+def leapfrog(u_prev, u, c=0.3):
+    lap = np.zeros_like(u)
+    lap[1:-1] = u[2:] - 2 * u[1:-1] + u[:-2]
+    u_new = 2 * u - u_prev + c * lap
+    u_prev[:] = u
+    u[:] = u_new
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("fn", [copy_then_clear, swap, reverse_into, leapfrog])
+def test_writes_into_several_arguments_read_what_came_in(fn, target):
+    a = np.array([0.0, 1.0, 3.0, 2.0, 0.5, 0.0])
+    check(fn, a, a[::-1] * 2, target=target)

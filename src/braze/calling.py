@@ -269,13 +269,40 @@ def finish(value, spec: OutputSpec | None, leaves: list):
 
 
 def write_back(mutated: list[int], inputs: list, values: list) -> None:
-    """Copy the new values of arguments the function updated in place into them."""
+    """Copy the new values of arguments the function updated in place into
+    them. A new value that is (a view of) another argument written here
+    (``b[:] = a; a[:] = 0``: b's new value is the caller's ``a`` as it came
+    in) is copied before any is written."""
+    if len(mutated) > 1:
+        targets = [inputs[leaf] for leaf in mutated]
+        values = [_apart(v) if any(t is not inputs[leaf] and _may_share(v, t) for t in targets) else v
+                  for leaf, v in zip(mutated, values)]
     for leaf, value in zip(mutated, values):
         target = inputs[leaf]
         if is_ndarray(target) and value is not target:
             np.copyto(target, value, casting="unsafe")
-        elif hasattr(value, "copy_to_host") and value is not target:
+        elif value is not target and (hasattr(value, "copy_to_host") or hasattr(target, "copy_to_device")
+                                      or hasattr(target, "__cuda_array_interface__")):
             _write_device(target, value)  # an input updated in place on the device
+
+
+def _may_share(a, b) -> bool:
+    """Whether arrays ``a`` and ``b`` (host, or device: by their address ranges;
+    numba's CUDA simulator's arrays hold a host array) may overlap."""
+    a, b = getattr(a, "_ary", a), getattr(b, "_ary", b)
+    if is_ndarray(a) and is_ndarray(b):
+        return np.may_share_memory(a, b)
+    ia, ib = getattr(a, "__cuda_array_interface__", None), getattr(b, "__cuda_array_interface__", None)
+    if ia is None or ib is None:
+        return False
+    (pa, _), (pb, _) = ia["data"], ib["data"]
+    na, nb = getattr(a, "nbytes", 0), getattr(b, "nbytes", 0)
+    return pa < pb + nb and pb < pa + na
+
+
+def _apart(value):
+    """A copy of ``value`` that no argument's write can change (a device value comes to the host)."""
+    return value.copy_to_host() if hasattr(value, "copy_to_host") else np.array(value, copy=True)
 
 
 def check_writeable(mutated: list[int], inputs: list, names: list[str], fn_name: str) -> None:

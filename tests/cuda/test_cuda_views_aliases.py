@@ -41,3 +41,23 @@ def test_slices(lo, hi, st):
         return x[lo:hi:st] * 2.0
 
     check(f, lambda: (np.arange(10.0),), "cuda")
+
+
+def test_writes_into_two_device_arguments_read_what_came_in():
+    """b's new value is a's as it came in: written before a is cleared."""
+    import braze
+    from numba import cuda
+
+    def copy_then_clear(a, b):
+        b[:] = a
+        a[:] = 0
+
+    f = braze.compile(copy_then_clear, target="cuda")
+    a, b = np.array([1.0, 2.0, 3.0]), np.zeros(3)
+    f(a, b)
+    np.testing.assert_array_equal(b, [1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(a, 0.0)
+    da, db = cuda.to_device(np.array([1.0, 2.0, 3.0])), cuda.to_device(np.zeros(3))
+    f(da, db)
+    np.testing.assert_array_equal(db.copy_to_host(), [1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(da.copy_to_host(), 0.0)

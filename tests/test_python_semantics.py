@@ -650,3 +650,66 @@ def test_inner_of_vectors_is_a_scalar_and_a_norms_order_may_be_an_argument(targe
     for p in (np.inf, -np.inf, 1.0, 0.5):
         assert f(np.array([3.0, -4.0]), p) == norm(np.array([3.0, -4.0]), p)
     assert f(np.array([3.0, -4.0])) == 4.0
+
+
+# ---------------------------------------------------------------- what the trace read of objects and small arrays
+
+
+class StepConfig:
+    lr = 0.5
+    steps = 1
+
+
+def sgd_steps(w, g, cfg):
+    for _ in range(cfg.steps):
+        w = w - cfg.lr * g
+    return w
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_attributes_of_an_object_argument_are_read_at_each_call(target):
+    f = braze.compile(sgd_steps, target=target)
+    cfg = StepConfig()
+    w, g = np.ones(3), np.ones(3)
+    np.testing.assert_array_equal(f(w, g, cfg), 0.5)
+    cfg.lr = 0.1
+    np.testing.assert_allclose(f(w, g, cfg), 0.9)
+    cfg.steps = 3
+    np.testing.assert_allclose(f(w, g, cfg), sgd_steps(w, g, cfg))
+
+
+class Scaled:
+    def __init__(self):
+        self.scale, self.W = 1.0, np.ones((2, 2))
+
+    @braze.compile
+    def forward(self, x):
+        return (x @ self.W) * self.scale
+
+
+def test_a_compiled_method_reads_its_objects_attributes():
+    m, x = Scaled(), np.ones((1, 2))
+    np.testing.assert_array_equal(m.forward(x), [[2.0, 2.0]])
+    m.scale = 3.0
+    np.testing.assert_array_equal(m.forward(x), [[6.0, 6.0]])
+    m.W = np.full((2, 2), 5.0)
+    np.testing.assert_array_equal(m.forward(x), [[30.0, 30.0]])
+
+
+FLAGS = np.array([0.5, 4.0])
+
+
+def branch_on_a_global_element(x):
+    return x + 1 if FLAGS[0] > 0 else x[:int(FLAGS[1])] - 1
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_small_global_arrays_elements_read_as_python_values_at_each_call(target):
+    f = braze.compile(branch_on_a_global_element, target=target)
+    x = np.arange(6.0)
+    try:
+        np.testing.assert_array_equal(f(x), x + 1)
+        FLAGS[0], FLAGS[1] = -1.0, 3.0
+        np.testing.assert_array_equal(f(x), x[:3] - 1)
+    finally:
+        FLAGS[:] = [0.5, 4.0]

@@ -186,6 +186,9 @@ def _build(fn: Callable, call: calling.Call, target, name: str, strict: bool) ->
             # 0.5 * W, G.sum()) may come from a global's values: the program holds
             # it, so it checks at each call that they still hold
             program.contents = watch.contents()
+        else:
+            program.contents = watch.contents(small_only=True,
+                                              captured=frozenset(id(a) for a in traced.graph.captures))
     lower(program, target)
     t3 = time.perf_counter()
     program.times = {"trace": t1 - t0, "passes": t2 - t1, "lower": t3 - t2, **program.executable.times}

@@ -34,6 +34,7 @@ from .errors import UnsupportedOpError
 _MISSING = object()
 _COPY_LIMIT = 1 << 28  # bytes of watched arrays copied (to put back); beyond, a checksum only
 _DEPTH = 4  # attributes of attributes ... watched this deep
+SMALL_CONTENTS = 1 << 16  # bytes: a watched array this small is compared at every call
 _LIBRARIES = ("numpy", "braze", "scipy", "numba", "llvmlite", "dask")
 _NOT_USERS = frozenset(_LIBRARIES) | sys.stdlib_module_names  # (a lock's, a logger's state is theirs)
 
@@ -201,7 +202,8 @@ class Watch:
                 self._binding(_Slots(obj), name, getattr(obj, name), f"{what}.{name}", depth + 1, attribute=True)
         for name, value in vars(type(obj)).items():  # class attributes it reads as self.name, its methods
             if not name.startswith("__") and _pinned(value) and not (isinstance(attrs, dict) and name in attrs):
-                self._binding(_Slots(type(obj)), name, value, f"{what}.{name}", _DEPTH, attribute=True)
+                # (read through the object: ``cfg.lr = 0.1`` on an instance shadows the class's)
+                self._binding(_Slots(obj), name, value, f"{what}.{name}", _DEPTH, attribute=True)
             elif isinstance(value, types.FunctionType) and _is_users(value) and name in self.names:
                 self._pending.append(value)  # (a method the code calls: self.act.forward)
 
@@ -236,13 +238,15 @@ class Watch:
     def pins(self) -> tuple:
         """The names whose values the trace may have baked in: (namespace or
         cell, key, value, what) for each global, closure variable and attribute
-        the code names (not modules, not the arguments' own). ``stale`` says, at
-        each call, whether one was rebound since (then the function is traced
+        the code names (not modules; of the arguments, only the attributes of
+        an object passed, ``cfg.lr``: its identity is the cache key, its
+        attributes are read as the trace read them). ``stale`` says, at each
+        call, whether one was rebound since (then the function is traced
         again, as NumPy would read the new value)."""
         return tuple(b for k, b in enumerate(self.bindings)
                      if b[2] is not _MISSING and not isinstance(b[2], types.ModuleType)
-                     and not b[3].startswith("argument")  # (arguments are the call's own)
-                     and (k not in self._attributes or b[1] in self.names))  # (attributes its code names)
+                     and (b[1] in self.names if k in self._attributes  # (attributes its code names)
+                          else not b[3].startswith("argument")))  # (arguments are the call's own)
 
     def shapes(self) -> tuple:
         """The lists, dicts and attribute sets the function reaches (not its
@@ -250,14 +254,22 @@ class Watch:
         the same objects (``CFG["alpha"] = 0.5`` traces again)."""
         return tuple(c for c in self.containers if not c[2].startswith(("argument", "the attributes of")))
 
-    def contents(self) -> tuple:
+    def contents(self, small_only: bool = False, captured: frozenset = frozenset()) -> tuple:
         """The arrays the function names (globals, closure variables, ``self``'s
-        attributes) with their values now: when the trace computed with NumPy on
-        them (``0.5 * W``: NumPy's arithmetic, not traced, so the program holds
-        the product), ``stale`` checks at each call that they still hold these
-        values (a copy compared, or a checksum for arrays too big to copy)."""
-        return tuple((a, copy, checksum, what) for a, copy, checksum, what in self.arrays
-                     if not what.startswith("argument"))
+        and argument objects' attributes) with their values now: when the trace
+        computed with NumPy on them (``0.5 * W``: NumPy's arithmetic, not
+        traced, so the program holds the product), ``stale`` checks at each
+        call that they still hold these values (a copy compared, or a checksum
+        for arrays too big to copy). ``small_only``: those of at most
+        SMALL_CONTENTS bytes that the program does not read itself (ids not in
+        ``captured``), checked always: ``if P[0] > 0:`` reads an element as a
+        Python value, which no node of the program shows, while a captured
+        array's values are read at each call (a weight updated between calls
+        is no reason to trace again)."""
+        return tuple((a, None if copy is None else copy.tobytes(), checksum, what)
+                     for a, copy, checksum, what in self.arrays
+                     if not (what.startswith("argument") and "." not in what)  # (the call's own arrays)
+                     and (not small_only or (a.nbytes <= SMALL_CONTENTS and id(a) not in captured)))
 
     # ---- after the trace
     def changes(self) -> list[str]:
@@ -330,9 +342,8 @@ def stale(pins: tuple, contents: tuple = (), shapes: tuple = ()) -> str | None:
     for container, before, what in shapes:
         if _changed(container, before):
             return f"{what} changed"
-    for a, copy, checksum, what in contents:
-        if (copy is not None and not np.array_equal(a, copy, equal_nan=a.dtype.kind in "fc")) or \
-                (copy is None and _checksum(a) != checksum):
+    for a, snapshot, checksum, what in contents:  # (bytes: 0.1 us for a small array, array_equal 7)
+        if (snapshot is not None and a.tobytes() != snapshot) or (snapshot is None and _checksum(a) != checksum):
             return f"the values of {what} changed"
     return None
 

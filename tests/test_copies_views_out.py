@@ -228,3 +228,15 @@ def leapfrog(u_prev, u, c=0.3):
 def test_writes_into_several_arguments_read_what_came_in(fn, target):
     a = np.array([0.0, 1.0, 3.0, 2.0, 0.5, 0.0])
     check(fn, a, a[::-1] * 2, target=target)
+
+
+def loss_with_aux(w):
+    return (w ** 2).mean(), (w.mean(), w.var(), np.average(w), np.einsum("i,i", w, w), w.max())
+
+
+def test_eager_gradients_give_numpys_scalar_types():
+    w = np.arange(3.0)
+    want = loss_with_aux(w)
+    (value, aux), _ = braze.value_and_grad(loss_with_aux, has_aux=True)(w)
+    assert type(value) is type(want[0]) is np.float64
+    assert [type(a) for a in aux] == [type(a) for a in want[1]] == [np.float64] * 5

@@ -144,10 +144,9 @@ class Watched(ArrayMethods):
         rule = HOST_RULES.get(fn)
         if rule is None:
             detail = f": {refused}" if why.startswith("braze's rule") else ""
-            raise GradientError(
-                f"{name}{where()} has no gradient rule: braze does not trace it ({why}{detail}); give it one "
-                f"with braze.defvjp({name}, vjp), or cut the gradient with braze.stop_gradient"
-            ) from refused
+            message = (f"{name}{where()} has no gradient rule: braze does not trace it ({why}{detail}); give it "
+                       f"one with braze.defvjp({name}, vjp), or cut the gradient with braze.stop_gradient")
+            return self._tape._unruled(fn, name, args, kwargs, message)
         return self._tape._host(fn, name, args, kwargs, rule)
 
     def _update(self, value) -> None:
@@ -436,6 +435,34 @@ class GradientTape:
         result = self._remember(name, {}, tuple(in_ids), tuple(in_values), out, host_rule)
         if isinstance(out, tuple) and hasattr(out, "_fields") and type(result) is tuple:
             result = type(out)(*result)  # (NumPy's named results: QRResult, ...)
+        return result
+
+    def _unruled(self, fn, name: str, args: tuple, kwargs: dict, message: str):
+        """``fn`` run untraced with no gradient rule: on the arrays' values, its
+        results recorded with a rule that raises GradientError(``message``)
+        if a gradient reaches them. A value only reported beside the loss
+        (``has_aux``: ``np.median(x)``) is fine; one the loss depends on is
+        an error at the backward pass, never a silent zero."""
+        leaves, tree = pytree.flatten((tuple(args), dict(kwargs)))
+        in_values, in_ids = [], []
+        for k, leaf in enumerate(leaves):
+            if isinstance(leaf, Watched) and leaf._tape is self:
+                value, ident = primal_parts(leaf, self)
+                leaves[k] = value
+                in_values.append(value)
+                in_ids.append(ident)
+        plain_args, plain_kwargs = pytree.unflatten(tree, leaves)
+        out = call_untraced(fn, name, plain_args, plain_kwargs)
+        if self._paused:
+            return out
+
+        def refuse(ct):
+            raise GradientError(message)
+
+        refuse.sparse = True
+        result = self._remember(name, {}, tuple(in_ids), tuple(in_values), out, refuse)
+        if isinstance(out, tuple) and hasattr(out, "_fields") and type(result) is tuple:
+            result = type(out)(*result)
         return result
 
     def _remember(self, op, params, in_ids, in_values, out, rule):

@@ -345,6 +345,8 @@ def _convert_abstract(x: Aval, *, dtype) -> Aval:
 
 
 def _convert_impl(x, *, dtype):
+    if isinstance(x, np.generic):  # a NumPy scalar stays one (as a traced scalar's convert does)
+        return x.astype(dtype)
     return np.asarray(x).astype(dtype)
 
 

@@ -73,7 +73,9 @@ def _einsum_abstract(*xs: Aval, subscripts):
 
 
 def _einsum_impl(*xs, subscripts):
-    return np.einsum(subscripts, *xs, optimize=True)
+    result = np.einsum(subscripts, *xs, optimize=True)
+    # (a full contraction through optimize's BLAS path is a 0-d array; NumPy's einsum gives a scalar)
+    return result[()] if isinstance(result, np.ndarray) and result.ndim == 0 else result
 
 
 def matmul(a, b):

@@ -713,3 +713,16 @@ def test_a_small_global_arrays_elements_read_as_python_values_at_each_call(targe
         np.testing.assert_array_equal(f(x), x[:3] - 1)
     finally:
         FLAGS[:] = [0.5, 4.0]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_dtype_is_returned_as_numpys_and_promote_types_of_arrays_refused(target):
+    f = braze.compile(lambda x: (x * 2, x.dtype, np.cumsum(x).dtype, (x * np.float32(0.5)).dtype), target=target)
+    x = np.arange(3, dtype=np.int16)
+    got, want = f(x), (x * 2, x.dtype, np.cumsum(x).dtype, (x * np.float32(0.5)).dtype)
+    np.testing.assert_array_equal(got[0], want[0])
+    assert got[1:] == want[1:]
+    with pytest.raises(TypeError):
+        np.promote_types(np.ones(2), np.ones(2))
+    with pytest.raises(TypeError):
+        braze.compile(lambda x: np.promote_types(x, x), target=target)(np.ones(2))

@@ -63,7 +63,10 @@ INDEX_BUILDERS = ("r_", "c_")
 # ``np.errstate(all="raise")`` asks NumPy to raise on floating-point errors,
 # which compiled kernels do not check: the call runs as NumPy (sideeffects).
 ERRSTATE = ("errstate",)
-NAMES = CONSTRUCTORS + MATRIX_CONSTRUCTORS + CONVERTERS + INDEX_BUILDERS + ERRSTATE
+# Functions of dtypes that NumPy refuses arrays for (it reads a traced array's
+# ``dtype`` attribute as a dtype-like): refused for traced arrays too.
+DTYPE_FUNCTIONS = ("promote_types",)
+NAMES = CONSTRUCTORS + MATRIX_CONSTRUCTORS + CONVERTERS + INDEX_BUILDERS + ERRSTATE + DTYPE_FUNCTIONS
 
 # Callers inside these packages always get NumPy's own functions.
 _LIBRARIES = ("numpy", "scipy", "braze", "numba", "llvmlite")
@@ -211,7 +214,24 @@ def _fresh_generator(seed=None):
     return _default_rng(seed)
 
 
+def _dtype_function(name: str):
+    original = _originals[name]
+
+    @functools.wraps(original)
+    def wrapper(*args, **kwargs):
+        from .surface import ArrayMethods
+
+        for a in (*args, *kwargs.values()):
+            if isinstance(a, ArrayMethods) and not a._is_scalar():
+                raise TypeError(f"Cannot interpret an array of shape {tuple(a.shape)} as a data type "
+                                f"(numpy.{name}); pass x.dtype")
+        return original(*args, **kwargs)
+
+    return wrapper
+
+
 _wrappers = {name: _constructor(name) for name in CONSTRUCTORS}
+_wrappers.update({name: _dtype_function(name) for name in DTYPE_FUNCTIONS})
 _wrappers["errstate"] = _errstate
 _wrappers.update({name: _matrix_constructor(name) for name in MATRIX_CONSTRUCTORS})
 _wrappers.update({name: _converter(name) for name in CONVERTERS})

@@ -689,10 +689,10 @@ def _argument_tracers(ctx: GraphContext, specs: list[InputSpec], buffers: list[A
 
 def _static_output(value) -> bool:
     """A result that is no number or array, returned as it was (a string:
-    ``x.dtype.name``, what the function computed from static facts). Not a
-    dtype: NumPy's dtype converter reads a traced array's ``dtype``, so
-    ``np.promote_types(x, x)``, which NumPy refuses for arrays, gives one."""
-    return isinstance(value, (str, bytes)) or value is Ellipsis
+    ``x.dtype.name``, a dtype: ``x.dtype``, what the function computed from
+    static facts; ``np.promote_types(x, x)``, which NumPy refuses for arrays,
+    is refused by ``intercept``)."""
+    return isinstance(value, (str, bytes, np.dtype)) or value is Ellipsis
 
 
 def _output_spec(value, tracers, converted: bool = False, known=None) -> OutputSpec:

@@ -10,6 +10,7 @@ import pytest
 import braze
 from braze import GradientError, GradientTape
 from braze.core import NONDIFFERENTIABLE, PRIMITIVES
+from _compare import central_differences
 
 RTOL = 1e-5
 
@@ -747,3 +748,22 @@ def test_a_call_with_no_gradient_rule_is_fine_in_aux_and_an_error_in_the_loss():
         braze.grad(lambda x: np.median(x) * 2.0)(x)
     with pytest.raises(braze.GradientError, match="numpy.median"):
         braze.grad(lambda x: x.sum() + np.median(x[1:]))(x)
+
+
+@pytest.mark.parametrize("subscripts,shapes", [("ii", [(3, 3)]), ("ii->i", [(3, 3)]), ("iij->j", [(3, 3, 4)]),
+                                               ("jii->j", [(4, 3, 3)]), ("ij,ii->j", [(3, 3), (3, 3)]),
+                                               ("ii,ij->j", [(3, 3), (3, 2)])])
+def test_einsum_with_a_repeated_index_differentiates(subscripts, shapes):
+    """A repeated letter in one operand is its diagonal (a view): every operand differentiates."""
+    r = np.random.default_rng(len(subscripts))
+    ops = [r.standard_normal(s) for s in shapes]
+    for k in range(len(ops)):
+        def f(x, k=k):
+            xs = list(ops)
+            xs[k] = x
+            return (np.einsum(subscripts, *xs) ** 2).sum()
+
+        np.testing.assert_allclose(braze.grad(f)(ops[k]), central_differences(f, ops[k]), rtol=1e-6, atol=1e-8)
+    for target in ("generic", "cpu"):
+        np.testing.assert_allclose(braze.compile(lambda *xs: np.einsum(subscripts, *xs), target=target)(*ops),
+                                   np.einsum(subscripts, *ops), rtol=1e-12)

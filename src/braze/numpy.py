@@ -1149,6 +1149,20 @@ def _einsum(subscripts, *operands):
     ins, result = spec.split("->")[0].split(","), spec.split("->")[1]
     if len(ins) != len(operands):
         raise ShapeError(f"einsum: {subscripts!r} names {len(ins)} operands, got {len(operands)}{_where()}")
+    operands = list(operands)
+    for k, letters in enumerate(ins):  # a repeated letter in one operand ('ii'): its diagonal, a view
+        letters = list(letters)
+        while len(set(letters)) < len(letters) and len(letters) == _ndim(operands[k]):
+            c = next(c for c in letters if letters.count(c) > 1)
+            p = letters.index(c)
+            q = letters.index(c, p + 1)
+            if _shape(operands[k])[p] != _shape(operands[k])[q]:
+                raise ShapeError(f"einsum: dimensions in operand {k} for collapsing index {c!r} don't match "
+                                 f"({_shape(operands[k])[p]} != {_shape(operands[k])[q]}){_where()}")
+            operands[k] = diagonal(operands[k], 0, p, q)  # (the diagonal's axis comes last)
+            letters = [x for i, x in enumerate(letters) if i not in (p, q)] + [c]
+        ins[k] = "".join(letters)
+    spec = ",".join(ins) + "->" + result
     if len(ins) == 1 and len(set(ins[0])) == len(ins[0]) == len(result) == _ndim(operands[0]) \
             and set(result) == set(ins[0]):
         return transpose(operands[0], tuple(ins[0].index(c) for c in result))  # NumPy's einsum: a view

@@ -1005,6 +1005,11 @@ class LoopCodegen:
             for line in r.combine(acc, "v"):
                 w(line)
             w.dedent()
+        self._row_results(w, reds, accs, env)
+        w.dedent()
+
+    def _row_results(self, w: Writer, reds, accs: dict, env: dict) -> None:
+        """Row ``o``'s reductions finalized, its row values and its outputs."""
         for red in reds:
             var = self._fresh("red")
             w(f"{var} = {self._acc_result(red, accs)}")
@@ -1013,7 +1018,6 @@ class LoopCodegen:
         for out in self.row_outputs:
             value = env[id(out)] if id(out) in env else self._value_now(w, out, env)
             w(f"o{self.out_index[id(out)]}[o] = {value}")
-        w.dedent()
 
     def _row_lanes_fit(self) -> bool:
         """Rows of a few elements whose argmax / argmin is all the pass does
@@ -1095,14 +1099,7 @@ class LoopCodegen:
             w(f"{acc}_n = {self.dialect.flag_of(f'{ln}_n[r] != 0')}")
             self._nan_rerun(w, red, env, 1, accs, out_flat, "d1")
         self._past_nan = set()
-        for red in reds:
-            var = self._fresh("red")
-            w(f"{var} = {self._acc_result(red, accs)}")
-            env[id(red)] = var
-        self._row_env(w, env, 1)
-        for out in self.row_outputs:
-            value = env[id(out)] if id(out) in env else self._value_now(w, out, env)
-            w(f"o{self.out_index[id(out)]}[o] = {value}")
+        self._row_results(w, reds, accs, env)
         w.dedent()
         w.dedent()
         return True

@@ -923,11 +923,32 @@ class LoopCodegen:
         column, which reads the array across its rows once per column."""
         loop = self.loop
         return (self.dialect is CPU and loop.perm is not None and self.od == 1 and self.nin == 1
-                and not loop.windows and not self.out_windows
-                and int(loop.domain[0]) >= COLUMN_MIN_LANES and int(loop.domain[1]) >= COLUMN_MIN_ROWS
+                and not loop.windows and not self.out_windows and int(loop.domain[1]) >= COLUMN_MIN_ROWS
+                and (int(loop.domain[0]) >= COLUMN_MIN_LANES or self._column_segments() is not None)
                 and self.nloops == 1 and not self.full_outputs and not self.has_trig and not self.stash
                 and not any(isinstance(self._red(r), ArgExtremum) for r in self._reductions(1)))
         # (an argmax / argmin keeps its row loop: it compares only there, _past_nan_args)
+
+    def _column_segments(self):
+        """(group, label's lines, label) when every reduction of the pass is a
+        masked sum of one segment group (k-means' ``where(labels == c, X,
+        0).sum(0)`` for each cluster ``c``, ``_segment_groups``) whose label
+        is read by row alone; else None."""
+        reds = self._reductions(1)
+        blocked = self._blocked(reds)
+        if not reds or len(blocked) != len(reds) or self.nloops != 1:
+            return None
+        segs = self._segment_groups(blocked)
+        groups = {v[0] for v in segs.values()}
+        if set(segs) != {id(r) for r in reds} or len(groups) != 1:
+            return None
+        seg = next(iter(segs.values()))
+        env = {"__lines__": []}
+        label = seg[1]
+        lab = self._value(label, env) if id(label) in self.members else self._operand(label, "full", env)
+        if any(re.search(r"\bi0\b", line) for line in env["__lines__"]) or re.search(r"\bi0\b", lab):
+            return None
+        return segs, env["__lines__"], lab
 
     def _columns_body(self, w: Writer) -> None:
         """Chunks of rows in parallel (prange), each adding its rows into one
@@ -949,7 +970,8 @@ class LoopCodegen:
         for red in owned:
             for sfx, dt in self._red(red).parts():
                 w(f"L{accs[id(red)]}{sfx} = np.empty(d0, {np_type(dt)})")
-        for red in blocked:
+        segmented = self._column_segments() if int(self.loop.domain[0]) < COLUMN_MIN_LANES else None
+        for red in blocked if segmented is None else ():
             w(f"L{accs[id(red)]}_b = np.empty(d0, {np_type(self._red(red).out)})")
 
         def lanes(lines_of, load=(), store=()):
@@ -971,22 +993,26 @@ class LoopCodegen:
         w("hi = min(d1, (c + 1) * step)")
         w(f"for jb in range(lo, hi, {BLOCK}):")
         w.indent()
-        blocks = [f"{accs[id(r)]}_b" for r in blocked]
-        if blocked:
-            lanes(lambda: [self._red(r).block_init(accs[id(r)]) for r in blocked], store=blocks)
-        w(f"for j0 in range(jb, min(hi, jb + {BLOCK})):")
-        w.indent()
-        self._blocking = bool(blocked)
-        env: dict = {"__lines__": []}
-        unblocked = [f"{accs[id(r)]}{sfx}" for r in owned if r not in blocked for sfx, _ in self._red(r).parts()]
-        lanes(lambda: self._pass_lines(env, 1, accs, "np.uint64(0)"), load=blocks + unblocked,
-              store=blocks + unblocked)
-        self._blocking = False
-        w.dedent()
-        if blocked:
-            closing = [f"{accs[id(r)]}{sfx}" for r in blocked for sfx, _ in self._red(r).parts()]
-            lanes(lambda: [self._red(r).block_close(accs[id(r)]) for r in blocked], load=blocks + closing,
-                  store=closing)
+        if segmented is not None:
+            self._column_segment_block(w, segmented, accs, lanes)
+        else:
+            blocks = [f"{accs[id(r)]}_b" for r in blocked]
+            if blocked:
+                lanes(lambda: [self._red(r).block_init(accs[id(r)]) for r in blocked], store=blocks)
+            w(f"for j0 in range(jb, min(hi, jb + {BLOCK})):")
+            w.indent()
+            self._blocking = bool(blocked)
+            env: dict = {"__lines__": []}
+            unblocked = [f"{accs[id(r)]}{sfx}" for r in owned if r not in blocked
+                         for sfx, _ in self._red(r).parts()]
+            lanes(lambda: self._pass_lines(env, 1, accs, "np.uint64(0)"), load=blocks + unblocked,
+                  store=blocks + unblocked)
+            self._blocking = False
+            w.dedent()
+            if blocked:
+                closing = [f"{accs[id(r)]}{sfx}" for r in blocked for sfx, _ in self._red(r).parts()]
+                lanes(lambda: [self._red(r).block_close(accs[id(r)]) for r in blocked], load=blocks + closing,
+                      store=closing)
         w.dedent()
         lanes(lambda: [f"{name}_part[c, o] = {name}" for name in state], load=state)
         w.dedent()
@@ -1007,6 +1033,46 @@ class LoopCodegen:
             w.dedent()
         self._row_results(w, reds, accs, env)
         w.dedent()
+
+    def _column_segment_block(self, w: Writer, segmented, accs: dict, lanes) -> None:
+        """One block of rows of a segment group in column lanes: each row's
+        label picks its partials' row, the row's columns are added into it
+        (one add per element, as the row loop's ``_segment_groups``), and at
+        the block's end each sum's lanes take their label's partials."""
+        segs, label_lines, lab = segmented
+        name, _, x, span, lo = next(iter(segs.values()))[:5]
+        reds = self._reductions(1)
+        out = self._red(reds[0]).out
+        w(f"{name} = np.zeros(({span}, d0), {np_type(out)})")
+        w(f"for j0 in range(jb, min(hi, jb + {BLOCK})):")
+        w.indent()
+        for line in label_lines:
+            w(line)
+        w(f"q = np.int64({lab}) - np.int64({lo})")
+        w(f"if q >= 0 and q < {span}:")
+        w.indent()
+
+        def add():
+            env = {"__lines__": []}
+            val = self._value(x, env) if id(x) in self.members else self._operand(x, "full", env)
+            return env["__lines__"] + [f"{name}[q, o] = rt.radd({name}[q, o], {cast(val, out)})"]
+
+        lanes(add)
+        w.dedent()
+        w.dedent()
+        closing = [f"{accs[id(r)]}{sfx}" for r in reds for sfx, _ in self._red(r).parts()]
+
+        def close():
+            lines = []
+            for r in reds:
+                acc, part = accs[id(r)], f"{name}[{segs[id(r)][5]}, o]"
+                if self._red(r).compensated:
+                    lines.append(f"{acc}, {acc}_c = rt.neumaier({acc}, {acc}_c, {part})")
+                else:
+                    lines.append(f"{acc} += np.float64({part})")
+            return lines
+
+        lanes(close, load=closing, store=closing)
 
     def _row_results(self, w: Writer, reds, accs: dict, env: dict) -> None:
         """Row ``o``'s reductions finalized, its row values and its outputs."""

@@ -51,6 +51,7 @@ def plan(program, slot_of: dict, donated: frozenset, mutable: frozenset) -> Plan
     produced: list[list[int]] = []
     reads: list[list[int]] = []
     root: dict[int, int] = {}
+    spread: set[int] = set()  # views that broadcast (np.full(shape, r) is one): never written into
     for step in steps:
         if isinstance(step, Loop):
             outs = [slot_of[id(o)] for o in step.outputs]
@@ -62,6 +63,8 @@ def plan(program, slot_of: dict, donated: frozenset, mutable: frozenset) -> Plan
         reads.append(ins)
         for s in outs:
             root[s] = root.get(ins[0], ins[0]) if isinstance(step, View) else s
+            if isinstance(step, View) and (step.node.op == "broadcast_to" or ins[0] in spread):
+                spread.add(s)
 
     def root_of(s):
         return root.get(s, s)
@@ -100,7 +103,8 @@ def plan(program, slot_of: dict, donated: frozenset, mutable: frozenset) -> Plan
             _donate(step, k, produced[k], reads[k], slot_of, donated, last_use, root_of, ninputs, result)
         elif PRIMITIVES[step.node.op].inplace is not None and not _carries(step.node):
             target = root_of(reads[k][0])
-            owned = target in owner or target in fresh or (target < ninputs and target in mutable)
+            owned = (target in owner or target in fresh or (target < ninputs and target in mutable)) \
+                and reads[k][0] not in spread
             # not into a buffer a result already lives in (y[1:] = a; t = y.copy(); t[1:] = b,
             # with y returned or y an input updated in place: t's write would show through y)
             if owned and last_use.get(target) == k and target not in reads[k][1:] and target not in escaping:

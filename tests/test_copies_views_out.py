@@ -240,3 +240,22 @@ def test_eager_gradients_give_numpys_scalar_types():
     (value, aux), _ = braze.value_and_grad(loss_with_aux, has_aux=True)(w)
     assert type(value) is type(want[0]) is np.float64
     assert [type(a) for a in aux] == [type(a) for a in want[1]] == [np.float64] * 5
+
+
+def full_then_write(u, r):
+    a = np.full(u.shape, -r)  # a broadcast of a traced scalar, in braze's graph
+    a[0] = 0.0
+    b = np.full_like(u, r)
+    b[:, 1] += 1.0
+    return a * u + b
+
+
+def lists_of_traced_scalars(h, b):
+    return (np.concatenate([[h[0]], b]), np.hstack([[h[0]], b]), np.vstack([[h[0], h[1]], [b[0], b[1]]]),
+            np.stack([[h[0], 1.0], b[:2]]), np.add([h[0], h[1]], b[:2]))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_writes_into_a_full_of_a_traced_value_and_lists_of_traced_scalars(target):
+    check(full_then_write, np.ones((4, 3)), np.float64(1.5), target=target)
+    check(lists_of_traced_scalars, np.arange(4.0), np.ones(3), target=target)

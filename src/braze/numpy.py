@@ -898,7 +898,8 @@ def concatenate(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
     cast the inputs (checked with NumPy's rule), ``out=`` a traced array."""
     if out is not None and dtype is not None:
         raise DTypeError(f"concatenate() only takes `out` or `dtype` as an argument, but both were provided{_where()}")
-    arrays = list(arrays)
+    # (a list among them, ``[[h[0]], rest]``, is an array NumPy builds from it)
+    arrays = [array(a) if isinstance(a, (list, tuple)) else a for a in arrays]
     if dtype is not None or out is not None:
         target = _as_dtype("concatenate", dtype) if dtype is not None else _dtype(out)
         for a in arrays:

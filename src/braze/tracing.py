@@ -499,7 +499,7 @@ class GraphContext:
             if any(isinstance(v, ArrayMethods) for v in _flatten_list(value)):
                 from . import numpy as bnp
 
-                return self.lift(bnp.array(value, copy=False))
+                return self.lift(bnp.array(value, copy=None))
             value = np.asarray(value)
         if is_ndarray(value):
             return self._capture(value)

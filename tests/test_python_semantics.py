@@ -726,3 +726,20 @@ def test_a_dtype_is_returned_as_numpys_and_promote_types_of_arrays_refused(targe
         np.promote_types(np.ones(2), np.ones(2))
     with pytest.raises(TypeError):
         braze.compile(lambda x: np.promote_types(x, x), target=target)(np.ones(2))
+
+
+def draws(x, rng):
+    return x + rng.standard_normal(x.shape)
+
+
+def test_a_new_generator_at_each_call_runs_as_numpy_from_the_second(caplog):
+    """Drawing from a generator argument changes its state at any call: with a
+    new generator each call (a new cache key each time), the function runs as
+    NumPy for good from the second call, not traced again at every call."""
+    f = braze.compile(draws, target="cpu")
+    x = np.zeros(3)
+    with caplog.at_level("WARNING", logger="braze"):
+        for seed in range(5):
+            np.testing.assert_array_equal(f(x, np.random.default_rng(seed)), draws(x, np.random.default_rng(seed)))
+    traced = [r for r in caplog.records if "draws from the random generator" in r.getMessage()]
+    assert len(traced) == 2

@@ -48,6 +48,7 @@ class Compiled:
         self.cache_size = cache_size
         self.fullgraph = bool(fullgraph)
         self._eager_keys: set = set()  # call keys re-specialized past MAX_RESPECIALIZATIONS: run as NumPy
+        self._eager_kinds: set = set()  # keys whose static random generators count by type (_kind_of): NumPy
         self._changed_state: set = set()  # call keys whose trace changed Python state once (run as NumPy)
         self._programs = pipeline.Cache(self.__name__, cache_size, self._refresh, on_evict=self._forget_fast)
         self._pairs = pipeline.Cache(f"{self.__name__}.vjp", cache_size, paired.refresh)
@@ -78,7 +79,7 @@ class Compiled:
         if distributed.has_dask_arrays(args, kwargs):  # Dask arrays in, Dask arrays out (braze.distributed)
             return distributed.call(self, args, kwargs)
         call = self.signature.split(args, kwargs)
-        if call.key in self._eager_keys:
+        if call.key in self._eager_keys or (self._eager_kinds and _kind_of(call.key) in self._eager_kinds):
             return self.fn(*args, **kwargs)
         program = self._program(call)
         if program is None:  # (its state changes: runs as NumPy)
@@ -144,12 +145,15 @@ class Compiled:
         cause was state the function changed for the first time for this
         signature (lazy initialization, ``if self.W is None: self.W = ...``,
         changes state once): then the next call traces again."""
-        if isinstance(error, SideEffectError) and call.key not in self._changed_state:
-            self._changed_state.add(call.key)
+        kind = _kind_of(call.key) if isinstance(error, SideEffectError) else None
+        if kind is not None and kind not in self._changed_state:
+            self._changed_state.add(kind)
             self._programs.note(f"ran as NumPy once: {error}")
             logger.warning("%s; this call runs as plain NumPy (the next one is traced again)", error)
             return
         self._eager_keys.add(call.key)
+        if kind is not None:  # (a new generator at each call, rng=np.random.default_rng(seed), is one kind)
+            self._eager_kinds.add(kind)
         self._programs.note(f"runs as NumPy: {error}")
         logger.warning("%s; this call signature runs as plain NumPy from now on", error)
 
@@ -374,6 +378,18 @@ def clear_cache() -> None:
         f.clear_cache()
     cpu_cache.clear()
     cpu_memory.outputs.clear()
+
+
+def _kind_of(key):
+    """A call key with each static random generator as its type: a function
+    that draws from a generator argument changes its state at any call,
+    whichever generator it is given (a new one per call: the same case)."""
+    if isinstance(key, tuple):
+        return tuple(_kind_of(k) for k in key)
+    value = getattr(key, "value", None) if isinstance(key, calling.Static) else None
+    if isinstance(value, (np.random.Generator, np.random.RandomState, np.random.BitGenerator)):
+        return ("random generator", type(value).__name__)
+    return key
 
 
 def compile(fn=None, *, target="auto", static_argnums=(), static_argnames=(), donate_argnums=(),  # noqa: A001

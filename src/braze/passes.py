@@ -683,12 +683,26 @@ def _unrolled_sum(node: Node) -> Node | None:
         return p if np.dtype(p.aval.dtype) == out else Node.make("convert", (p,), typed, dtype=out)
 
     total = cast(pieces[0])
-    if out.kind == "f":  # (from 0, as NumPy: a sum of -0.0s is 0.0)
+    if out.kind == "f" and not _never_negative_zero(pieces[0]):  # (from 0, as NumPy: a sum of -0.0s is 0.0)
         zero = Node.make("const", (), Aval((), out, False), value=Literal(out.type(0)))
         total = Node.make("add", (zero, total), typed)
     for p in pieces[1:]:
         total = Node.make("add", (total, cast(p)), typed)
     return _reshape(total, node.aval.shape)
+
+
+def _never_negative_zero(node: Node) -> bool:
+    """Whether ``node`` can never be -0.0 (then ``0.0 + node`` is ``node``,
+    bit for bit, NaN included): a square or an absolute value, k-means'
+    squared differences."""
+    if node.op in ("absolute", "square"):
+        return True
+    if node.op == "multiply":
+        return node.inputs[0] is node.inputs[1]
+    if node.op == "power":
+        e = node.inputs[1]
+        return e.op == "const" and e.kw["value"].value == 2
+    return False
 
 
 PASSES: list[tuple[str, Callable[[Graph], Graph]]] = [

@@ -1021,16 +1021,7 @@ class LoopCodegen:
         w("i0 = o")
         env = {"__lines__": []}
         for red in owned:
-            r, acc = self._red(red), accs[id(red)]
-            for line in r.init(acc):
-                w(line)
-            w("for c in range(nch):")
-            w.indent()
-            for sfx, _ in r.parts():
-                w(f"v{sfx} = {acc}{sfx}_part[c, o]")
-            for line in r.combine(acc, "v"):
-                w(line)
-            w.dedent()
+            self._combine_parts(w, red, accs[id(red)], "c, o")
         self._row_results(w, reds, accs, env)
         w.dedent()
 
@@ -1073,6 +1064,19 @@ class LoopCodegen:
             return lines
 
         lanes(close, load=closing, store=closing)
+
+    def _combine_parts(self, w: Writer, red: Node, acc: str, at: str) -> None:
+        """``acc``: the chunks' partials of ``red`` (``{acc}_part[at]``) combined in chunk order."""
+        r = self._red(red)
+        for line in r.init(acc):
+            w(line)
+        w("for c in range(nch):")
+        w.indent()
+        for sfx, _ in r.parts():
+            w(f"v{sfx} = {acc}{sfx}_part[{at}]")
+        for line in r.combine(acc, "v"):
+            w(line)
+        w.dedent()
 
     def _row_results(self, w: Writer, reds, accs: dict, env: dict) -> None:
         """Row ``o``'s reductions finalized, its row values and its outputs."""
@@ -1264,15 +1268,7 @@ class LoopCodegen:
                 acc = accs[id(red)]
                 r = self._red(red)
                 if r.parts():  # (a ValueOfArg has none: its arg reduction's, combined before it)
-                    for line in self._acc_init(red, acc):
-                        w(line)
-                    w("for c in range(nch):")
-                    w.indent()
-                    for sfx, _ in r.parts():
-                        w(f"v{sfx} = {acc}{sfx}_part[c]")
-                    for line in r.combine(acc, "v"):
-                        w(line)
-                    w.dedent()
+                    self._combine_parts(w, red, acc, "c")
                 var = self._fresh("red")
                 w(f"{var} = {self._acc_result(red, accs)}")
                 env[id(red)] = var

@@ -1,6 +1,6 @@
 """Row selections ``X[labels == k]`` (a mask of the leading axes) and the
 k-means style program around them: a ``compress`` of rows whose guard is the
-count alone (``check_count``); a sum (or mean) of the selected rows is a masked
+count alone (a sum of the mask, checked after the run); a sum (or mean) of the selected rows is a masked
 sum over ``X`` (``passes.masked_sums``) that never gathers them, and the
 masked sums of one ``X`` by several masks are one pass; a short sum another
 reduction reads is additions inside that reduction's kernel
@@ -57,6 +57,12 @@ def test_kmeans_on_cpu_is_two_passes_and_gathers_nothing():
     assert all(o.aval.shape != (20000, 5) for o in first.outputs)
     (sums,) = [k for k in loops if k.perm is not None]  # the 5 masked sums: one pass over X and the labels
     assert sum(m.op == "reduce_sum" for m in sums.members) == 5 and len(sums.leaves) == 2
+    # the guards are the 5 counts, sums of the masks fused with them: no mask is written
+    # (a kernel each at this size, one source; one pass over the labels at k-means' 400k)
+    assert not any(o.aval.dtype == np.bool_ and o.aval.ndim for k in loops for o in k.outputs)
+    counts = [k for k in loops if {m.op for m in k.members} == {"equal", "reduce_sum"}]
+    assert sum(o.aval.shape == () and o.aval.dtype.kind == "i" for k in counts for o in k.outputs) == 5
+    assert "check_count" not in steps
 
 
 @pytest.mark.parametrize("target", TARGETS)

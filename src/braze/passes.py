@@ -494,7 +494,7 @@ def lift_rotations(graph: Graph) -> Graph:
 def masked_sums(graph: Graph) -> Graph:
     """The sum of the rows a mask selects (``X[labels == k].sum(0)``, and so
     ``.mean(0)``) is a sum of ``where(mask, X, 0)`` over the mask's axes: no
-    rows gathered (the selection's guard is its count, ``check_count``), and
+    rows gathered (the selection's guard is its count, a sum of the mask), and
     fusion sums several selections by masks of one array in one pass over it.
     The same values, added in another order (as a reduction may be); the sum
     of none is 0 either way."""

@@ -359,7 +359,8 @@ class GraphContext:
         node with the length this call selects. It stays in the program as a
         guard (the length may have been read into Python), and a call selecting
         another number of elements traces again."""
-        from .ops.index import check_count, compress
+        from .ops.index import compress
+        from .ops.reduce import reduce_sum
 
         node = self.lift(mask)
         length = int(np.count_nonzero(self.value(node)))
@@ -368,15 +369,20 @@ class GraphContext:
         traced = out
         while not isinstance(traced, Tracer):  # watched by a gradient tape: the value it records
             traced = traced._value_
+        expected = None  # (the compress raises GuardFailed itself)
         if node.aval.ndim < traced._node.inputs[0].aval.ndim:
             # rows: the guard is the count alone, so a selection only reduced
-            # (X[labels == k].mean(0): passes.masked_sums) never gathers its rows
-            traced = check_count(mask, length=length)
+            # (X[labels == k].mean(0): passes.masked_sums) never gathers its
+            # rows; a sum of the mask, which fuses with the kernels beside it
+            # (k-means' eight counts: one pass over the labels, no masks written),
+            # checked against the length after the run (check_guards)
+            traced = reduce_sum(mask, axes=tuple(range(node.aval.ndim)))
             while not isinstance(traced, Tracer):
                 traced = traced._value_
+            expected = np.array(length, dtype=traced._node.aval.dtype)
         if any(g is traced._node for g, _, _ in self.guards[-8:]):
             return out  # the same selection again (one node): guarded once
-        self.guards.append((traced._node, None, f"x[mask]{loc}"))
+        self.guards.append((traced._node, expected, f"x[mask]{loc}"))
         self.notes.append(f"data-dependent length: x[mask]{loc} selected {length} of "
                           f"{int(np.prod(node.aval.shape))} elements (a guard re-traces when the count changes)")
         return out

@@ -286,12 +286,6 @@ def expand(v, mask):
     return bind("expand", v, mask)
 
 
-def check_count(mask, *, length):
-    """The number of true values of ``mask``, raising GuardFailed unless it is
-    ``length`` (the guard of a row selection whose rows fusion never gathers)."""
-    return bind("check_count", mask, length=int(length))
-
-
 def _compress_abstract(x: Aval, mask: Aval, *, length):
     if mask.dtype != np.bool_ or not 1 <= mask.ndim <= x.ndim or tuple(mask.shape) != tuple(x.shape[:mask.ndim]):
         raise ShapeError(f"compress: the mask must be bool of the array's shape or of its leading axes, got "
@@ -328,25 +322,12 @@ def _expand_impl(v, mask):
     return out
 
 
-def _check_count_abstract(mask: Aval, *, length):
-    return Aval((), np.dtype(np.int64))
-
-
-def _check_count_impl(mask, *, length):
-    n = int(np.count_nonzero(mask))
-    if n != length:
-        raise GuardFailed(f"a boolean mask selected {n} rows; traced with {length}")
-    return np.int64(n)
-
-
 def _expand_vjp(ct, v, mask, *, out):
     return compress(ct, mask, length=shape_of(v)[0]), None
 
 
 declare("compress", "index", abstract=_compress_abstract, impl=_compress_impl, vjp=_compress_vjp)
 declare("expand", "index", abstract=_expand_abstract, impl=_expand_impl, vjp=_expand_vjp)
-declare("check_count", "index", abstract=_check_count_abstract, impl=_check_count_impl,
-        vjp=lambda ct, mask, *, out, length: (None,))
 declare("gather", "index", abstract=_gather_abstract, impl=_gather_impl, vjp=_gather_vjp)
 declare("scatter", "index", abstract=_scatter_abstract, impl=_scatter_impl, vjp=_scatter_vjp,
         inplace=_scatter_inplace, strides=lambda strides, avals, params, aval: strides[0])

@@ -214,6 +214,7 @@ class LoopCodegen:
         self._blocking = False
         self._hoist: list[str] | None = None
         self._flat: dict[int, str] | None = None  # short rows: leaves read through flat views (``_flat_load``)
+        self._split: dict[tuple, str] = {}  # (leaf, dim) -> its wrapped start in this segment (``_wrap_segments``)
         self.has_trig = not loop.compact and any(m.op in TRIG and np.dtype(m.aval.dtype) in (np.float32, np.float64)
                                                  for m in loop.members) and all(
             rt.has_vector_math(op, sfx) for op in TRIG for sfx in ("f32", "f64"))
@@ -281,7 +282,9 @@ class LoopCodegen:
         if steps is not None:
             parts = [_offset(f"w{k}_{i}", step, part) for i, (step, part) in enumerate(zip(steps, parts))]
             for i, n in enumerate(self.wraps.get(id(leaf), ())):
-                if n:  # a rotation: the index wraps around (its extent is the domain's there)
+                if n and (k, i) in self._split and space == "full":  # no wrap inside the row's segment
+                    parts[i] = _offset(self._split[(k, i)], steps[i], idx[offset + i])
+                elif n:  # a rotation: the index wraps around (its extent is the domain's there)
                     d = f"d{offset + i}" if aligned and dom[offset + i] == n else str(n)
                     parts[i] = f"({parts[i]} - {d} if {parts[i]} >= {d} else {parts[i]})"
         elif self._flat is not None and space == "full" and shape[-1] == int(dom[-1]) and len(shape) > 1:
@@ -710,6 +713,52 @@ class LoopCodegen:
                 out[id(r)] = (name, a, x, span, lo, c - lo)
         return out
 
+    def _wrap_segments(self, w: Writer) -> list | None:
+        """Rotations along the innermost axis (``np.roll(x, 1, 1)``: Game of
+        Life's neighbours) read ``w + j`` wrapped at the extent, a branch per
+        element that keeps the row loop from vectorizing. The row is instead
+        cut where any of them wraps (at ``n - w``, computed once per call and
+        sorted): inside each segment every such read is ``w + j`` or
+        ``w - n + j`` throughout, chosen once per segment. Pure elementwise
+        rows only; returns [(leaf, dim, start, extent)], with ``self._split``
+        naming each read's start per segment."""
+        if self.r or self._flat is not None or self.nin != 1 or self.dialect is not CPU or self.loop.perm is not None:
+            return None
+        inner = self.R - 1
+        dom = tuple(int(d) for d in self.loop.domain)
+        found = []
+        for k, leaf in enumerate(self.loop.leaves):
+            wraps, steps = self.wraps.get(id(leaf), ()), self.windows.get(id(leaf))
+            shape = self.leaf_shapes[k]
+            offset = self.R - len(shape)
+            for i, n in enumerate(wraps):
+                if n and offset + i == inner and shape[i] != 1 and steps[i] == 1:
+                    d = f"d{inner}" if len(shape) <= self.R and dom[inner] == n else str(n)
+                    found.append((k, i, f"w{k}_{i}", d))
+        if not found:
+            return None
+        w(f"bp = np.empty({len(found) + 2}, np.int64)")
+        w("bp[0] = 0")
+        for m, (_, _, start, d) in enumerate(found):
+            w(f"bp[{m + 1}] = min(max({d} - {start}, 0), d{inner})")
+        w(f"bp[{len(found) + 1}] = d{inner}")
+        w("bp.sort()")
+        self._split = {(k, i): f"e{k}_{i}" for k, i, _, _ in found}
+        return found
+
+    def _segment_loop(self, w: Writer, segments: list) -> int:
+        """Open the row's segments (``_wrap_segments``) and the loop over each."""
+        inner = self.R - 1
+        w(f"for sg in range({len(segments) + 1}):")
+        w.indent()
+        w("js = bp[sg]")
+        w("je = bp[sg + 1]")
+        for k, i, start, d in segments:
+            w(f"{self._split[(k, i)]} = {start} - {d} if js >= {d} - {start} else {start}")
+        w(f"for j{self.nin - 1} in range(js, je):")
+        w.indent()
+        return 2
+
     def _innermost(self, w: Writer, var: str, lo: str, hi: str, reds, accs: dict) -> int:
         """Open the innermost loop ``for var in range(lo, hi)``, in blocks when
         ``reds`` (blocked sums) accumulate in it; returns the levels opened."""
@@ -804,6 +853,7 @@ class LoopCodegen:
     def _rows_loop(self, w: Writer, rng: str) -> None:
         top, pad = len(w.lines), "    " * w.depth  # (where the flat views go, made once per call)
         self._flat = {} if self._short_inner() is not None and self.loop.perm is None else None
+        segments = self._wrap_segments(w)
         nested = self.od > 1 and int(self.loop.domain[0]) >= NEST_MIN
         if not nested:
             w(f"no = {' * '.join(f'd{k}' for k in range(self.od))}")
@@ -877,10 +927,17 @@ class LoopCodegen:
                     w(f"for j{k} in range(d{self.od + k}):")
                     w.indent()
                 last = self.nin - 1
-                levels = self._innermost(w, f"j{last}", "0", f"d{self.od + last}", blocked, accs)
+                if segments:
+                    levels = self._segment_loop(w, segments)
+                else:
+                    levels = self._innermost(w, f"j{last}", "0", f"d{self.od + last}", blocked, accs)
                 for line in body:
                     w(line)
-                self._innermost_close(w, levels, blocked, accs)
+                if segments:
+                    for _ in range(levels):
+                        w.dedent()
+                else:
+                    self._innermost_close(w, levels, blocked, accs)
                 for _ in range(self.nin - 1):
                     w.dedent()
             self._blocking = False
@@ -900,6 +957,7 @@ class LoopCodegen:
         if self._flat:
             w.lines[top:top] = [f"{pad}{flat} = {self.leaf_names[key]}.ravel()" for key, flat in self._flat.items()]
         self._flat = None
+        self._split = {}
         if nested:
             w("o += 1")
             for _ in range(self.od):

@@ -287,6 +287,39 @@ def test_a_boolean_mask_selection_is_differentiable_compiled_as_eagerly():
 
 
 
+def test_a_list_of_traced_scalars_stored_into_a_row_is_traced_not_a_break():
+    """``curve[t] = [S.sum(), S.max(), 2]`` builds the row as NumPy would (its
+    dtype, cast into the array's) from traced values: no guard on the values,
+    so new data never traces again, and the row carries gradients."""
+    def history(S, steps=4):
+        curve = np.zeros((steps, 3), dtype=np.float32)
+        counts = np.zeros((steps, 2), dtype=np.int32)
+        for t in range(steps):
+            S = S * 0.9 + 0.1
+            curve[t] = [S.sum(), S.max(), 2]
+            counts[t, :] = (S.min() * 10, 7)
+        return curve, counts
+
+    for target in ("cpu", "generic"):
+        f = braze.compile(history, target=target)
+        for seed in range(3):
+            S = np.random.default_rng(seed).standard_normal(40) * 10
+            for got, want in zip(f(S), history(S)):
+                assert got.dtype == want.dtype and np.array_equal(got, want)
+        assert f.cache_info().reasons == ["first call"], f.cache_info().reasons
+
+    def loss(S):
+        c = np.zeros((3, 2))
+        for t in range(3):
+            S = np.tanh(S) * 1.5
+            c[t] = [S.sum(), (S * S).max()]
+        return (c * c).sum()
+
+    x = np.random.default_rng(5).standard_normal(6)
+    for g in (braze.grad(loss), braze.compile(braze.grad(loss), target="cpu")):
+        np.testing.assert_allclose(g(x), central_differences(loss, x), rtol=1e-6, atol=1e-8)
+
+
 def test_a_call_that_overwrites_its_converted_argument_keeps_the_guard_value():
     """LAPACK routines called through f2py (here dgtsv, column by column, in the
     corpus's ocean-model routine) may write into the arrays they are given; the

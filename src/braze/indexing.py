@@ -269,8 +269,24 @@ def getitem(x, key):
     return bind("gather", _slice(x, slices, new_shape), *arrays, axes=axes)
 
 
+def _plain(value) -> bool:
+    """Whether a (nested) list holds no traced value."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, (list, tuple)):
+            stack.extend(v)
+        elif not isinstance(v, (bool, int, float, complex, str, np.generic)) and not is_ndarray(v):
+            return False
+    return True
+
+
 def _fit_value(value, region_shape, dtype):
     """The value cast (unsafely, as NumPy's setitem does) and broadcast to the region."""
+    if isinstance(value, (list, tuple)) and not _plain(value):
+        # traced values in a list (``curve[t] = [S.sum(), S.max()]``): built as NumPy
+        # builds the array, traced, not converted to one (a guard on every value)
+        value = bnp.array(value, copy=None)
     if is_ndarray(value) or isinstance(value, (bool, int, float, np.generic, list, tuple)):
         given = np.asarray(value)
         if given.dtype.kind in "OUSVc":

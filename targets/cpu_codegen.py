@@ -97,6 +97,10 @@ SHORT_ROW = 4
 # Only flat loops: interleaved rows loops would leave rows shorter than four
 # vectors scalar (and a 3-D polynomial's rows gained 0-20% for 3x the compile).
 INTERLEAVE = 4
+# Rows at least this long are cut where their rolled reads wrap (``_wrap_segments``):
+# a short row's segments cost more than its branches (a cross product of (n, 3)
+# rows by rolls: 7-14 ms branching, 26-29 ms in segments, 1e6 rows).
+SPLIT_MIN = 64
 VECTOR_MATH = frozenset({"exp", "expm1", "log", "log1p", "tanh", "sigmoid", "erf", "sin", "cos"})
 SLOW_ARITH = frozenset({"divide", "sqrt", "power"})
 # Rows per chunk of a rows loop over several outer axes (``_rows_loop``).
@@ -720,12 +724,14 @@ class LoopCodegen:
         cut where any of them wraps (at ``n - w``, computed once per call and
         sorted): inside each segment every such read is ``w + j`` or
         ``w - n + j`` throughout, chosen once per segment. Pure elementwise
-        rows only; returns [(leaf, dim, start, extent)], with ``self._split``
+        rows of at least SPLIT_MIN elements only; returns [(leaf, dim, start, extent)], with ``self._split``
         naming each read's start per segment."""
         if self.r or self._flat is not None or self.nin != 1 or self.dialect is not CPU or self.loop.perm is not None:
             return None
         inner = self.R - 1
         dom = tuple(int(d) for d in self.loop.domain)
+        if dom[inner] < SPLIT_MIN:
+            return None
         found = []
         for k, leaf in enumerate(self.loop.leaves):
             wraps, steps = self.wraps.get(id(leaf), ()), self.windows.get(id(leaf))

@@ -294,7 +294,7 @@ class ArgExtremum(Extremum):
 
     def lanes_init(self, lanes, n):
         """``n`` lanes of a chunk, each reducing every ``n``-th element
-        (cpu_codegen's ``_lanes``): value, index and NaN-seen arrays."""
+        (cpu_codegen's ``_lanes_loop`` and ``_row_lanes``): value, index and NaN-seen arrays."""
         return [f"{lanes} = np.full({n}, {literal(self._identity(), self.src)})",
                 f"{lanes}_i = np.zeros({n}, np.int64)",
                 f"{lanes}_n = np.zeros({n}, np.uint8)"]

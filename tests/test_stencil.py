@@ -138,7 +138,7 @@ def life(board, steps):
 
 
 def test_rolls_are_read_by_wrapped_index_in_one_kernel_per_step():
-    board = (np.random.default_rng(0).random((37, 23)) < 0.3).astype(np.int64)
+    board = (np.random.default_rng(0).random((37, 70)) < 0.3).astype(np.int64)
     f = braze.compile(life, target="cpu", static_argnames=("steps",))
     got = f(board, steps=3)
     assert_same(got, life(board, 3))
@@ -153,9 +153,10 @@ def test_rolls_along_rows_at_every_shift_split_the_row_where_they_wrap():
     """A roll along the innermost axis is read at ``w + j`` or ``w - n + j``
     inside segments of the row cut where one wraps (a branch per element kept
     the row scalar: Game of Life on int8 ran at 0.35x NumPy): every shift,
-    negative, zero, past the row's length, several rolls cutting one row."""
-    x = (np.random.default_rng(2).standard_normal((5, 9)) * 50).astype(np.int8)
-    for s in range(-11, 12):
+    negative, zero, past the row's length, several rolls cutting one row
+    (rows of at least SPLIT_MIN elements)."""
+    x = (np.random.default_rng(2).standard_normal((5, 66)) * 50).astype(np.int8)
+    for s in (-67, -66, -65, -34, -1, 0, 1, 2, 31, 33, 64, 65, 66, 67, 131):
         def fn(x, s=s):
             return np.roll(x, s, 1) + np.roll(x, -2 * s, 1) * np.int8(2) - np.roll(np.roll(x, 1, 0), s + 3, 1)
 
@@ -163,6 +164,14 @@ def test_rolls_along_rows_at_every_shift_split_the_row_where_they_wrap():
         assert_same(f(x), fn(x))
         assert_same(f(x[:, ::-1]), fn(x[:, ::-1]))
     assert "bp.sort()" in f.lower(x).source
+
+    def cross(a, b):  # rows of 3: branches cost less than segments (SPLIT_MIN)
+        return np.roll(a, -1, 1) * np.roll(b, -2, 1) - np.roll(a, -2, 1) * np.roll(b, -1, 1)
+
+    a, b = _grid((50, 3)), _grid((50, 3))[::-1]
+    f = braze.compile(cross, target="cpu")
+    assert_same(f(a, b), cross(a, b))
+    assert "bp.sort()" not in f.lower(a, b).source
 
 
 def _periodic(u, c):  # rolls of every sign, of an elementwise value, several axes at once, a shift past n

@@ -557,11 +557,20 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=_No
         ddof = correction
     axes = normalize_axes("var", axis, _ndim(a), _shape(a))
     acc, result = _mean_dtype(_dtype(a), dtype)
-    x = astype(a, acc)
     count = _where_count(a, axes, True, where, acc)
-    mu = divide(_reduce("reduce_sum", "var", x, axis, None, None, True, _NoValue, where), count)  # noqa: F821
-    dev = subtract(x, mu)  # noqa: F821
-    total = _reduce("reduce_sum", "var", multiply(dev, dev), axis, None, None, keepdims, _NoValue, where)  # noqa: F821
+    if dtype is not None and acc != _dtype(a):
+        # NumPy's: the sums cast their elements to dtype= as they add them, the
+        # mean is stored in it, and the deviations are the input's less that mean
+        # (a float array's var with dtype=int32: float deviations of an int mean)
+        mu = astype(divide(_reduce("reduce_sum", "var", a, axis, acc, None, True, _NoValue, where),  # noqa: F821
+                           count), acc)
+        dev = subtract(a, mu)  # noqa: F821
+        total = _reduce("reduce_sum", "var", multiply(dev, dev), axis, acc, None, keepdims, _NoValue, where)  # noqa: F821
+    else:
+        x = astype(a, acc)
+        mu = divide(_reduce("reduce_sum", "var", x, axis, None, None, True, _NoValue, where), count)  # noqa: F821
+        dev = subtract(x, mu)  # noqa: F821
+        total = _reduce("reduce_sum", "var", multiply(dev, dev), axis, None, None, keepdims, _NoValue, where)  # noqa: F821
     n = _where_count(a, axes, keepdims, where, acc)
     denom = maximum(subtract(n, ddof), 0) if _is_braze_array(n) else acc.type(builtins.max(n - ddof, 0))  # noqa: F821
     return _into_out("var", astype(divide(total, denom), result), out)  # noqa: F821
@@ -612,6 +621,9 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=_NoValu
     their count, in the sum's dtype (NaN for a slice of NaNs only)."""
     if _dtype(a).kind not in "fc":
         return mean(a, axis, dtype, out, keepdims, where=where)
+    if dtype is not None and np.dtype(dtype).kind not in "fc":
+        raise DTypeError(f"nanmean: if a is inexact, then dtype must be inexact (got {np.dtype(dtype)}){_where()}, "
+                         "as NumPy says; pass a float dtype=")
     filled, mask = _nan_filled(a, 0)
     count = sum(logical_not(mask), axis, np.intp, None, keepdims, _NoValue, where)  # noqa: F821
     total = sum(filled, axis, dtype, None, keepdims, _NoValue, where)
@@ -1718,6 +1730,11 @@ def pad(array, pad_width, mode="constant", **kwargs):
 def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     """``np.nan_to_num``; ``copy=False`` writes into ``x`` (NumPy's in-place form)."""
     dt = _dtype(x)
+    if _ndim(x) == 0:  # NumPy's ``x[()]``: a 0-d array comes back a scalar (and copy=False writes x)
+        value = nan_to_num(reshape(x, (1,)), True, nan, posinf, neginf)
+        if not copy and hasattr(x, "_assign") and dt.kind in "fc":
+            x._assign(reshape(value, ()), "nan_to_num (copy=False)")
+        return _index(value, 0)
     if dt.kind not in "fc":
         return array(x, copy=True) if copy else x
     info = np.finfo(dt)
@@ -1795,7 +1812,10 @@ def rollaxis(a, axis, start=0):
 
 
 def sinc(x):
-    y = np.pi * np.where(x == 0, 1.0e-20, x)
+    """NumPy 2's: a zero becomes its dtype's eps (1e-20 underflowed to 0 in float16)."""
+    x = np.pi * asarray(x)
+    eps = np.finfo(_dtype(x)).eps if _dtype(x).kind == "f" else 1e-20
+    y = np.where(x != 0, x, eps)
     return np.sin(y) / y
 
 
@@ -1846,6 +1866,8 @@ def gradient(f, *varargs, axis=None, edge_order=1):
     shape = _shape(f)
     n = len(shape)
     axes = _axes_of("gradient", axis, n, shape)
+    if isinstance(axis, tuple):  # (in the order given: one result and one spacing per axis, as NumPy pairs them)
+        axes = tuple(normalize_axis("gradient", a, n, shape) for a in axis)
     if len(varargs) == 0:
         dx = [1.0] * len(axes)
     elif len(varargs) == 1 and np.ndim(varargs[0]) == 0:
@@ -1857,8 +1879,9 @@ def gradient(f, *varargs, axis=None, edge_order=1):
     if edge_order not in (1, 2):
         raise ShapeError(f"gradient: 'edge_order' greater than 2 not supported{_where()}")
     otype = _dtype(f)
-    if otype.kind in "iub":
+    if otype.kind in "iu":  # (NumPy's: bool is not converted, and its subtraction raises)
         f = f.astype(np.float64)
+        otype = np.dtype(np.float64)
     outs = []
     for ax, h in zip(axes, dx):
         if shape[ax] < edge_order + 1:
@@ -1875,7 +1898,8 @@ def gradient(f, *varargs, axis=None, edge_order=1):
             first = a * s(0, 1) + b * s(1, 2) + c * s(2, 3)
             a, b, c = 0.5 / h, -2.0 / h, 1.5 / h
             last = a * s(-3, -2) + b * s(-2, -1) + c * s(-1, None)
-        outs.append(np.concatenate([first, interior, last], axis=ax))
+        # (NumPy stores each piece into an array of the input's float dtype)
+        outs.append(np.concatenate([first, interior, last], axis=ax).astype(otype, copy=False))
     return outs[0] if len(outs) == 1 else tuple(outs)
 
 
@@ -1907,7 +1931,7 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
         fact = 0.0
     X = X - avg[:, None]
     c = np.dot(X, X.T)
-    c = c * np.true_divide(1, fact)
+    c = (c * np.true_divide(1, fact)).astype(_dtype(c), copy=False)  # (NumPy's c *= ...: in c's dtype)
     return np.squeeze(c)
 
 

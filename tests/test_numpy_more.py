@@ -149,6 +149,21 @@ def test_nanmean_of_floats_in_an_integer_dtype_raises_as_numpy():
         braze.compile(lambda x: np.nanmean(x, dtype=np.int32), target="cpu")(X)
 
 
+def test_sort_is_numpys_own_sort_bit_for_bit():
+    """``np.sort`` runs NumPy's sort (a gather of argsort was 3.5-7.7x slower and
+    ordered -0.0 and 0.0 otherwise than np.sort's SIMD sort does)."""
+    x = np.zeros(64)
+    x[::3] = -0.0
+    x[5], x[9] = np.nan, -np.inf
+    f = braze.compile(lambda x: np.sort(x) * 1.0, target="cpu")
+    for _ in range(2):
+        got, want = f(x), np.sort(x) * 1.0
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+        np.testing.assert_array_equal(got, want)
+    plan = f.lower(x).plan
+    assert "extern sort" in plan and "argsort" not in plan, plan
+
+
 def test_gradient_of_bools_raises_as_numpy():
     with pytest.raises(TypeError):
         np.gradient(XB[0])

@@ -1994,12 +1994,12 @@ def partition(a, kth, axis=-1, kind="introselect", order=None):
 
 
 def sort(a, axis=-1, kind=None, order=None, *, stable=None):
-    """``np.sort``: a gather of ``argsort`` (differentiable; equal to NumPy's values)."""
+    """``np.sort`` (NumPy's own; differentiable as the gather of its argsort)."""
     kind = _sort_kind("sort", kind, order, stable)
     if axis is None:
         a, axis = ravel(a), 0
     axis = normalize_axis("sort", axis, _ndim(a), _shape(a))
-    return take_along_axis(a, bind("argsort", a, axis=axis, kind=kind), axis)
+    return bind("sort", a, axis=axis, kind=kind)
 
 
 # ---------------------------------------------------------------- numpy.linalg

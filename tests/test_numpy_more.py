@@ -164,6 +164,16 @@ def test_sort_is_numpys_own_sort_bit_for_bit():
     assert "extern sort" in plan and "argsort" not in plan, plan
 
 
+@pytest.mark.parametrize("decimals", [309, 400, -309, -400])
+def test_round_past_floats_range_of_decimals_is_numpys_nan(decimals):
+    """NumPy's scale 10**decimals is inf there (its C pow): NaN results, no error."""
+    a = np.array([1.234, -5.5, 0.0, np.inf])
+    f = braze.compile(lambda a: np.round(a, decimals), target="cpu")
+    with np.errstate(all="ignore"):
+        for x in (a, a.astype(np.float32)):
+            np.testing.assert_array_equal(f(x), np.round(x, decimals))
+
+
 def test_gradient_of_bools_raises_as_numpy():
     with pytest.raises(TypeError):
         np.gradient(XB[0])

@@ -326,7 +326,10 @@ def round(a, decimals=0, out=None):  # noqa: A001
         result = rint(a)  # noqa: F821  (defined by globals().update)
     else:
         work = astype(a, np.float64) if dt.kind in "biu" else a
-        scale = 10.0 ** builtins.abs(decimals)
+        try:
+            scale = 10.0 ** builtins.abs(decimals)
+        except OverflowError:  # (|decimals| > 308: NumPy's C pow gives inf, and the result is NaN)
+            scale = float("inf")
         if decimals > 0:
             result = divide(rint(multiply(work, scale)), scale)  # noqa: F821
         else:

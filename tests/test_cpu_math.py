@@ -288,6 +288,20 @@ def test_special_values_exact(cm, name, dt):
 
 
 @pytest.mark.parametrize("dt", DTYPES, ids=["f32", "f64"])
+def test_exp_at_and_past_its_underflow_is_numpys(cm, dt):
+    """Around and below where exp rounds to 0 (the clamp's lanes are multiplied
+    by 0, not underflowed): zeros exact, the last subnormals within the ulp bound."""
+    lo = -104.0 if dt is np.float32 else -746.0
+    x = np.concatenate([np.linspace(lo - 2, lo + 4, 601), [-1e9, -np.inf, -3e38, lo, np.nextafter(lo, 0)]]).astype(dt)
+    got = apply(cm, "exp", x)
+    with np.errstate(under="ignore"):
+        ref = np.exp(x)
+    np.testing.assert_array_equal(got == 0, ref == 0)
+    tiny = np.finfo(dt).smallest_subnormal
+    assert np.all(np.abs(got.astype(np.float64) - ref) <= 4 * tiny + 4 * np.spacing(ref.astype(np.float64)))
+
+
+@pytest.mark.parametrize("dt", DTYPES, ids=["f32", "f64"])
 def test_named_special_cases(cm, dt):
     inf, nan = dt(np.inf), dt(np.nan)
 
@@ -417,12 +431,14 @@ def test_direct_scalar_calls(cm):
 @pytest.mark.parametrize("dt", DTYPES, ids=["f32", "f64"])
 def test_exp_loop_is_short(cm, dt):
     """Throughput guard: the vectorized body of ``out[i] = exp(x[i])`` has 18
-    (f32) / 23 (f64) packed float ops with this LLVM; the previous two-factor
-    scaling version had 24 / 29."""
+    (f32) / 23 (f64) packed float ops with this LLVM, and two more since the
+    lanes at the clamp are multiplied by 0 (their underflow to 0 cost a
+    microcode assist per element); the previous two-factor scaling version had
+    24 / 29."""
     k = kernel_for(cm, "exp", dt)
     asm = k.inspect_asm(k.signatures[0])
     suffix = "ps" if dt is np.float32 else "pd"
     blocks = re.split(r"\n(?=\.LBB\d+_\d+:)", asm)
     counts = [len(re.findall(r"\tv\w+%s\s[^\n]*%%[yz]mm" % suffix, b)) for b in blocks]
     body = max(counts)
-    assert 8 <= body <= (21 if dt is np.float32 else 26), body
+    assert 8 <= body <= (23 if dt is np.float32 else 28), body

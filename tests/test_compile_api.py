@@ -599,3 +599,18 @@ def test_composite_bad_names_fail_at_decoration(name):
         @braze.composite(name)
         def op(x):
             return x
+
+
+def test_a_numpy_ufunc_compiles_as_the_function_itself():
+    """``braze.compile(np.tanh)``: the call passes only the arguments given (a
+    ufunc refuses its own defaults, dtype= beside signature=, so every call failed)."""
+    x = np.linspace(-2, 2, 9)
+    for ufunc, args in ((np.tanh, (x,)), (np.add, (x, 1)), (np.maximum, (x.astype(np.int32), np.int32(1)))):
+        f = braze.compile(ufunc, target="cpu")
+        for _ in range(2):
+            got, want = f(*args), ufunc(*args)
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
+    out = np.empty_like(x)
+    assert braze.compile(np.exp, target="cpu")(x, out=out) is out
+    np.testing.assert_array_equal(out, np.exp(x))

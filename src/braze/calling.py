@@ -480,7 +480,8 @@ class Signature:
                 raise BrazeError(f"{self.name}{self.sig}: {exc}{where()}; call it with the arguments "
                                  f"of that signature ({len(args)} positional given"
                                  + (f", keywords {', '.join(kwargs)}" if kwargs else "") + ")") from None
-            bound.apply_defaults()
+            if not isinstance(self.fn, np.ufunc):  # (a ufunc refuses its own defaults: dtype= with signature=)
+                bound.apply_defaults()
             items = list(bound.arguments.items())
             kinds = {p.name: p.kind for p in self.sig.parameters.values()}
         else:

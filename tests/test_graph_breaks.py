@@ -287,6 +287,21 @@ def test_a_boolean_mask_selection_is_differentiable_compiled_as_eagerly():
 
 
 
+def test_a_complex_scalar_operand_runs_the_call_as_numpy(caplog):
+    """``np.abs(a * 1j)``: complex values are NumPy's to compute (as a complex
+    intermediate from a call is), not a TraceError."""
+    fns = (lambda a: np.abs(a * 1j), lambda a: np.sort(a + 1j * a[::-1]).real, lambda a: (a * np.complex64(2j)).imag)
+    x = np.array([3.0, -1.0, 2.0])
+    with caplog.at_level(logging.WARNING, logger="braze"):
+        for fn in fns:
+            f = braze.compile(fn, target="cpu")
+            for _ in range(2):
+                got, want = f(x), fn(x)
+                assert got.dtype == want.dtype
+                np.testing.assert_array_equal(got, want)
+    assert "a complex scalar" in caplog.text
+
+
 def test_a_list_of_traced_scalars_stored_into_a_row_is_traced_not_a_break():
     """``curve[t] = [S.sum(), S.max(), 2]`` builds the row as NumPy would (its
     dtype, cast into the array's) from traced values: no guard on the values,

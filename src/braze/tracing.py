@@ -498,6 +498,9 @@ class GraphContext:
                     "Pass arrays into traced functions and composites as arguments"
                 )
             return value._node
+        if isinstance(value, (complex, np.complexfloating)):  # (NumPy computes it: the call runs as NumPy)
+            raise UnsupportedOpError(
+                f"a complex scalar {value!r} is an operand{where()}; braze compiles bool, integer and float arrays")
         if isinstance(value, (bool, int, float, np.generic)):
             aval = aval_of_value(value, "constant")
             return Node.make("const", (), aval, value=Literal(value))

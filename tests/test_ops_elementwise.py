@@ -594,6 +594,17 @@ def test_python_int_literal_out_of_range_rejected_like_numpy():
         braze.compile(fn, target="generic")(x)
 
 
+def test_a_python_int_past_the_arrays_range_divides_as_numpys_float64():
+    """Division has only float loops: NumPy divides an int32 array by 2**40
+    (or 2**40 by it) in float64, where an add raises OverflowError."""
+    x = make("int32", (4,), 1)
+    for fn in (lambda x: x / 2**40, lambda x: -2**40 / (x + 100), lambda x: np.true_divide(x, 2**31)):
+        for target in ("generic", "cpu"):
+            got, want = braze.compile(fn, target=target)(x), fn(x)
+            assert got.dtype == want.dtype == np.float64
+            np.testing.assert_array_equal(got, want)
+
+
 def test_compiled_function_reused_across_dtypes_and_layouts():
     """One compiled object, many signatures: each call must match NumPy (no stale cache hit)."""
     def fn(x):

@@ -99,8 +99,9 @@ subtract = elementwise("subtract", np.subtract, 2, vjp=lambda ct, x, y, *, out: 
 multiply = elementwise("multiply", np.multiply, 2, vjp=lambda ct, x, y, *, out: (ct * y, ct * x),
                        scalar=lambda a, b, t: f"({a} & {b})" if t.kind == "b" else f"({a} * {b})",
                        flags=("int_checked", "cheap"))
+# (a float-only loop: NumPy divides integers as float64, so a Python int of any size is a float64 there)
 divide = elementwise("divide", np.divide, 2, vjp=lambda ct, x, y, *, out: (ct / y, -ct * out / y),
-                     scalar=_infix("/"), flags=("int_checked",))
+                     scalar=_infix("/"))
 floor_divide = elementwise("floor_divide", np.floor_divide, 2, vjp=_ND, scalar=_kind_rt("floor_divide"),
                            flags=("int_checked",))
 remainder = elementwise("remainder", np.remainder, 2,

@@ -99,6 +99,7 @@ CASES = {
     "sort_flat_ties_nan": (lambda x: np.sort(x, axis=None), [np.array([[2.0, np.nan, 1.0], [2.0, -0.0, 0.0]])]),
     "argsort": (lambda x: np.argsort(x, axis=1), [XI]),
     "argsort_stable": (lambda x: np.argsort(x, kind="stable"), [XI]),
+    "argsort_0d": (lambda x: np.argsort(x[0, 0]) + np.argsort(x[0, 1], axis=None), [X]),
     "sort_method": (lambda x: (x.sort(axis=0), x)[1], [X]),
     "partition": (lambda x: np.partition(x, 2), [X]),
     "partition_kths_axis0": (lambda x: np.partition(x, (0, -1), axis=0), [X]),

@@ -1960,7 +1960,7 @@ def _sort_kind(func, kind, order, stable):
 def argsort(a, axis=-1, kind=None, order=None, *, stable=None):
     """``np.argsort`` with NumPy's algorithm (``kind``), as an extern."""
     kind = _sort_kind("argsort", kind, order, stable)
-    if axis is None:
+    if axis is None or (_ndim(a) == 0 and axis in (0, -1)):  # (NumPy's: a 0-d array sorts as one element)
         a, axis = ravel(a), 0
     axis = normalize_axis("argsort", axis, _ndim(a), _shape(a))
     return bind("argsort", a, axis=axis, kind=kind)

@@ -334,9 +334,9 @@ def test_matmul_hands_blas_dense_operands(monkeypatch):
         return real(a, b)
 
     monkeypatch.setattr(linalg.np, "matmul", spy)
-    A = np.arange(12.0).reshape(3, 4)
-    f = braze.compile(lambda A: A @ np.ones(A.shape[1]) + np.ones(3) @ A[:, :3], target="cpu")
-    np.testing.assert_allclose(f(A), A @ np.ones(4) + np.ones(3) @ A[:, :3])
+    A = np.arange(64.0).reshape(8, 8)  # (contractions longer than SMALL_CONTRACTION: BLAS calls)
+    f = braze.compile(lambda A: A @ np.ones(A.shape[1]) + np.ones(8) @ A, target="cpu")
+    np.testing.assert_allclose(f(A), A @ np.ones(8) + np.ones(8) @ A)
     assert seen and all(0 not in sa and 0 not in sb for sa, sb in seen), seen
 
 
@@ -350,8 +350,14 @@ SMALL = [  # (name, fn, shapes, written out)
     ("einsum conv channels", lambda a, b: np.einsum("nchw,fc->nfhw", a, b), ((2, 3, 4, 5), (6, 3)), True),
     ("einsum size-1 own axis", lambda a, b: np.einsum("ijz,jk->ik", a, b), ((3, 2, 1), (2, 4)), True),
     ("einsum two letters", lambda a, b: np.einsum("iab,abj->ij", a, b), ((3, 2, 3), (2, 3, 4)), True),
-    # read with a stride along the result's last axis: left to BLAS (see passes._strided_last)
-    ("matmul of a transposed right operand", lambda a, b: a @ b.T, ((5, 3), (4, 3)), False),
+    ("matrix @ vector", lambda a, b: a @ b, ((5, 3), (3,)), True),
+    ("vector @ matrix", lambda a, b: a @ b, ((3,), (3, 4)), True),
+    ("vector @ vector", lambda a, b: a @ b, ((4,), (4,)), True),
+    ("batched matrices @ vector", lambda a, b: a @ b, ((2, 5, 3), (3,)), True),
+    # a small result read with a stride (a Kalman filter's F @ P @ F.T): written out too
+    ("small transposed right operand", lambda a, b: a @ b.T, ((4, 4), (4, 4)), True),
+    # a larger one: left to BLAS (see passes._strided_last, SMALL_STRIDED)
+    ("matmul of a transposed right operand", lambda a, b: a @ b.T, ((50, 3), (40, 3)), False),
     ("einsum output order", lambda a, b: np.einsum("ij,jk->ki", a, b), ((4, 2), (2, 5)), False),
 ]
 

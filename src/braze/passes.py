@@ -13,6 +13,7 @@ import numpy as np
 from .aval import Aval, python_scalar_type
 from .core import KIND, NUMPY_IMPL, with_flag
 from .graph import Graph, Literal, Node
+from .ops._util import broadcast_shape
 from .ops.linalg import parse_einsum
 
 
@@ -154,6 +155,9 @@ def _reshape(x: Node, shape: tuple) -> Node:
 # about where a fused loop's multiply-adds per element cost what writing the
 # element costs (a BLAS call's result, written whole, then read again).
 SMALL_CONTRACTION = 6
+# ... and a transposed right operand is read with a stride, which only a small
+# result (a Kalman filter's F @ P @ F.T, 4x4) afford: its BLAS call cost more.
+SMALL_STRIDED = 64
 
 
 def small_contractions(graph: Graph) -> Graph:
@@ -172,17 +176,21 @@ def small_contractions(graph: Graph) -> Graph:
     def visit(node: Node) -> Node:
         if node.op == "matmul" and len(node.inputs) == 2:
             a, b = node.inputs
-            if a.aval.ndim < 2 or b.aval.ndim < 2:
+            if a.aval.ndim < 1 or b.aval.ndim < 1:
                 return node
             k = a.aval.shape[-1]
-            if not 1 <= k <= SMALL_CONTRACTION or not _plain_operands(node) or _strided_last(b):
+            if not 1 <= k <= SMALL_CONTRACTION or not _plain_operands(node) \
+                    or (_strided_last(b) and node.aval.size > SMALL_STRIDED):
                 return node
             terms = []
             for t in range(k):
+                # (a vector operand is NumPy's: a row on the left, a column on the right)
                 at = _slice_at(a, {a.aval.ndim - 1: t})
-                bt = _slice_at(b, {b.aval.ndim - 2: t})
-                terms.append(Node.make("multiply", (at, bt), Aval(node.aval.shape, node.aval.dtype, False)))
-            return _summed(terms, node.aval)
+                bt = _slice_at(b, {max(b.aval.ndim - 2, 0): t})
+                shape = tuple(broadcast_shape(at.aval.shape, bt.aval.shape))
+                terms.append(Node.make("multiply", (at, bt), Aval(shape, node.aval.dtype, False)))
+            total = _summed(terms, terms[0].aval)
+            return total if total.aval.shape == tuple(node.aval.shape) else _reshape(total, tuple(node.aval.shape))
         if node.op == "einsum":
             return _einsum_written_out(node) or node
         return node

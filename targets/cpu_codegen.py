@@ -59,6 +59,8 @@ class KernelSource:
     leaf_shapes: list[tuple[int, ...]]  # shape each leaf is indexed with (after perm alignment)
     has_trig: bool = False  # takes a flag array last; rerun kernel_exact when it comes back set
     out_windows: tuple = ()  # outputs written into a window of a larger array (``generate``)
+    params: tuple | None = None  # the leaves passed, by index (None: all); windows of one array share one
+    packed: bool = False  # the windows' starts come as one int64 array, not an int each
 
 
 HEADER = """import math
@@ -210,6 +212,7 @@ class LoopCodegen:
         self.nin = self.r if self.r else (1 if self.R >= 1 else 0)
         self.od = self.R - self.nin
         self.leaf_names = {id(n): f"a{k}" for k, n in enumerate(loop.leaves)}
+        self.params = self._share_windows()
         self.out_index = {id(n): k for k, n in enumerate(loop.outputs)}
         self.consts: list[Node] = []
         self.const_names: dict[int, str] = {}
@@ -236,6 +239,27 @@ class LoopCodegen:
                 arg = twin_arg(m, loop.members) if m.op in ("reduce_max", "reduce_min") else None
                 if arg is not None and self.pass_of.get(id(arg)) == self.pass_of.get(id(m)):
                     self._twins[id(m)] = arg
+
+    def _share_windows(self) -> tuple | None:
+        """Windows of one array (a stencil's ``u[2:, 1:-1]``, ``u[:-2, 1:-1]``,
+        ...; a small matmul written out, reading columns of ``F``) are one
+        argument: each array argument costs numba ~0.1 us a call to type and
+        unbox (a 7-point stencil passed ``u`` 7 times, a 4x4 product written
+        out ``F`` and ``P`` 4 times each). Returns the leaves passed, by index."""
+        if self.dialect is not CPU or self.loop.perm is not None or not self.windows:
+            return None
+        first: dict = {}
+        params = []
+        for k, leaf in enumerate(self.loop.leaves):
+            if id(leaf) in self.windows:
+                merged = self.loop.merged.get(id(leaf))
+                key = (id(self.loop.reads(leaf)), None if merged is None else tuple(merged[1]))
+                if key in first:
+                    self.leaf_names[id(leaf)] = self.leaf_names[id(self.loop.leaves[first[key]])]
+                    continue
+                first[key] = k
+            params.append(k)
+        return tuple(params) if len(params) < len(self.loop.leaves) else None
 
     def _fresh(self, prefix: str) -> str:
         self._names += 1
@@ -530,7 +554,13 @@ class LoopCodegen:
             functions.append(self._function(self.name + suffix, parallel, body, interleave))
         src = HEADER + "".join(functions)
         return KernelSource(src, list(loop.leaves), list(loop.outputs), list(self.consts), self.leaf_shapes,
-                            self.has_trig, tuple(sorted(self.out_windows)))
+                            self.has_trig, tuple(sorted(self.out_windows)), self.params, self._packed())
+
+    def _packed(self) -> bool:
+        """Whether the windows' starts come in one int64 array (``wv``): an int
+        argument costs numba ~30 ns a call, and a 7-point stencil has 21."""
+        return self.dialect is CPU and sum(len(self.loop.windows[id(n)][1]) for n in self.loop.leaves
+                                           if id(n) in self.windows) > 2
 
     def _latency_bound(self) -> bool:
         """Whether the loop's body is a chain of vector-math polynomials and
@@ -541,20 +571,24 @@ class LoopCodegen:
 
     def _function(self, name: str, parallel: bool, body: "Writer", interleave: int = 0) -> str:
         loop = self.loop
+        starts = [f"w{k}_{i}" for k, n in enumerate(loop.leaves) if id(n) in self.windows
+                  for i in range(len(loop.windows[id(n)][1]))]
+        packed = self._packed()
+        leaves = loop.leaves if self.params is None else [loop.leaves[k] for k in self.params]
         args = (
-            [self.leaf_names[id(n)] for n in loop.leaves]
+            [self.leaf_names[id(n)] for n in leaves]
             + [f"o{k}" for k in range(len(loop.outputs))]
             + [f"d{k}" for k in range(self.R)]
             + [f"c{k}" for k in range(len(self.consts))]
-            + [f"w{k}_{i}" for k, n in enumerate(loop.leaves) if id(n) in self.windows
-               for i in range(len(loop.windows[id(n)][1]))]
+            + (["wv"] if packed else starts)
             + [f"t{k}_{i}" for k in sorted(self.out_windows) for i in range(self.R)]
             + (["tf"] if self.has_trig else [])
             + (["cf"] if loop.compact else [])
         )
+        unpack = [f"    {w} = wv[{j}]" for j, w in enumerate(starts)] if packed else []
         flags = f"parallel={parallel}, fastmath={FASTMATH}, {FLAGS}"
         deco = f"rt.interleaved({interleave}, {flags})" if interleave else f"njit({flags})"
-        return f"\n\n@{deco}\ndef {name}({', '.join(args)}):\n" + "\n".join(body.lines) + "\n"
+        return f"\n\n@{deco}\ndef {name}({', '.join(args)}):\n" + "\n".join(unpack + body.lines) + "\n"
 
     def _row_env(self, w: Writer, env: dict, upto: int) -> None:
         """Emit row values (keep/drop, non-reduction) whose inputs are ready after pass ``upto``."""

@@ -274,7 +274,7 @@ def loop_step(w: Writer, j: int, loop: Loop, slot_of: dict, ks, kernel, buffers:
     name = f"K{j}"
     _KernelSlot(w.ns, name, loop, ks, kernel, tier_up)
     lines = [f"# {loop.name}"]
-    args = [_leaf_expr(w, loop, leaf, slot_of, j, k) for k, leaf in enumerate(ks.leaves)]
+    args = [_leaf_expr(w, loop, ks.leaves[k], slot_of, j, k) for k in (ks.params or range(len(ks.leaves)))]
     for k, o in enumerate(ks.outputs):
         slot = slot_of[id(o)]
         spec = buffers.get(slot)
@@ -305,9 +305,11 @@ def loop_step(w: Writer, j: int, loop: Loop, slot_of: dict, ks, kernel, buffers:
     args += [str(int(d)) for d in loop.domain]
     for k, c in enumerate(ks.consts):
         args.append(w.bind(f"C{j}_{k}", np.asarray(c.kw["value"].value).astype(c.aval.dtype)[()]))
-    for leaf in ks.leaves:  # a window's starts (Loop.windows)
-        if id(leaf) in loop.windows:
-            args.extend(str(a) for a in loop.windows[id(leaf)][1])
+    starts = [int(a) for leaf in ks.leaves if id(leaf) in loop.windows for a in loop.windows[id(leaf)][1]]
+    if ks.packed:  # the windows' starts (Loop.windows), one array
+        args.append(w.bind(f"WV{j}", np.array(starts, np.int64)))
+    else:
+        args.extend(str(a) for a in starts)
     args.extend(f"*t{k}" for k in ks.out_windows)
     length = loop.compact[0].kw["length"] if loop.compact else None
     if ks.has_trig:

@@ -231,3 +231,20 @@ def test_gradient_through_rolls_matches_finite_differences():
         d[i, j] = eps
         num = (loss(u + d) - loss(u - d)) / (2 * eps)
         np.testing.assert_allclose(g[i, j], num, rtol=1e-6, atol=1e-9)
+
+
+def test_windows_of_one_array_are_one_argument_and_their_starts_one_array():
+    """A 5-point stencil reads ``u`` through 5 windows: the kernel takes ``u``
+    once and the windows' starts as one int64 array (numba types and unboxes
+    each argument at every call: ~0.1 us an array, ~30 ns an int)."""
+    def step(u, c):
+        return u[1:-1, 1:-1] + c * (u[2:, 1:-1] + u[:-2, 1:-1] + u[1:-1, 2:] + u[1:-1, :-2] - 4 * u[1:-1, 1:-1])
+
+    u = _grid((30, 40))
+    f = braze.compile(step, target="cpu")
+    for v in (u, u[::-1], _grid((7, 9))):
+        assert_same(f(v, 0.1), step(v, 0.1))
+    (head,) = [line for line in f.lower(u, 0.1).source.splitlines() if line.startswith("def kernel(")]
+    params = head[len("def kernel("):-2].split(", ")
+    assert len([p for p in params if p.startswith("a")]) == 2 and "wv" in params, head  # (u and c)
+    assert not any(p.startswith("w0_") for p in params), head

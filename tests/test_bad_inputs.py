@@ -348,12 +348,19 @@ def test_unhashable_static_argument(s):
     recovers(SCALE_STATIC, (A34, 3), A34 * 3)
 
 
-def test_nan_static_argument():
-    msg = fails(SCALE_STATIC, (A34, float("nan")), braze.BrazeError)
-    assert "static argument s is NaN" in msg
-    assert_here(msg)
-    assert_advice(msg, "pass it as a traced value")
-    recovers(SCALE_STATIC, (A34, 0.5), A34 * 0.5)
+def test_static_arguments_are_keyed_by_type_and_bits():
+    """A NaN static hits the cache (keyed by its bits); values that compare equal
+    but compute differently are other keys: -0.0 and 0.0, (2,) and (2.0,)."""
+    f = braze.compile(lambda x, s: 1.0 / (x * s[0]) + s[1], target="cpu", static_argnums=(1,))
+    x = np.array([1, 3], np.int8)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for s in ((2, 0), (2.0, 0), (0.0, 1), (-0.0, 1), (1, float("nan")), (1, float("nan"))):
+            got, want = f(x, s), 1.0 / (x * s[0]) + s[1]
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
+    assert f.cache_info().hits == 1  # (the second NaN)
+    g = braze.compile(lambda x, t: x * t[0], target="cpu", static_argnums=(1,))
+    assert g(x, (2,)).dtype == np.int8 and g(x, (2.0,)).dtype == np.float64
 
 
 @pytest.mark.parametrize("option, value, word", [

@@ -25,7 +25,6 @@ and the alias pattern.
 from __future__ import annotations
 
 import inspect
-import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -325,15 +324,31 @@ def _write_device(target, value) -> None:
 # ---------------------------------------------------------------- arguments
 
 
+def _exact_key(value):
+    """``value`` as a key equal only to a value the function cannot tell from
+    it: type-exact inside containers too (``(2,)`` and ``(2.0,)`` hash and
+    compare equal, but ``x_int8 * t[0]`` is int8 for one and float64 for the
+    other), floats by their bits (``0.0 == -0.0``, but ``1 / (x * s)`` is inf
+    for one and -inf for the other; NaN equal to itself), a slice (unhashable
+    before Python 3.12) by its bounds."""
+    if isinstance(value, (tuple, list, frozenset)):
+        items = tuple(_exact_key(v) for v in value)
+        return (type(value), frozenset(items) if isinstance(value, frozenset) else items)
+    if isinstance(value, (float, np.floating)):
+        return (type(value), float(value).hex())
+    if isinstance(value, slice):
+        return (slice, _exact_key((value.start, value.stop, value.step)))
+    return (type(value), value)
+
+
 class Static:
-    """A static leaf's value in the cache key (NaN-safe, type-exact; a slice,
-    unhashable before Python 3.12, by its bounds)."""
+    """A static leaf's value in the cache key (type- and bit-exact: ``_exact_key``)."""
 
     __slots__ = ("value", "_key")
 
     def __init__(self, value):
         self.value = value
-        self._key = (type(value), (value.start, value.stop, value.step) if isinstance(value, slice) else value)
+        self._key = _exact_key(value)
 
     def __eq__(self, other):
         return isinstance(other, Static) and self._key == other._key
@@ -361,12 +376,7 @@ def static_value(name: str, value) -> Static:
             "are part of the cache key: pass a tuple instead of a list, or make it a traced "
             "array (remove it from static_argnums)"
         ) from None
-    if isinstance(value, float) and math.isnan(value):
-        raise BrazeError(
-            f"static argument {name} is NaN{where()}; NaN != NaN, so it could never hit the "
-            "cache: pass it as a traced value instead"
-        )
-    return Static(value)
+    return Static(value)  # (keyed by its bits: a NaN hits the cache, -0.0 is not 0.0)
 
 
 def _leaf_paths(name: str, value) -> list[str]:

@@ -362,6 +362,18 @@ SMALL = [  # (name, fn, shapes, written out)
 ]
 
 
+@pytest.mark.parametrize("fn", [lambda a, b: a @ b, lambda a, b: np.einsum("ik,kj->ij", a, b)], ids=["matmul", "einsum"])
+def test_small_float16_contractions_add_in_float32_as_numpy(fn):
+    """NumPy's float16 matmul and einsum add in float32: written out in float16
+    they rounded at every step (3x NumPy's error), so they stay NumPy's."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((40, 6)).astype(np.float16)
+    b = rng.standard_normal((6, 30)).astype(np.float16)
+    f = braze.compile(fn, target="cpu")
+    for _ in range(2):
+        np.testing.assert_array_equal(f(a, b), fn(a, b))
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64, np.bool_])
 @pytest.mark.parametrize("name,fn,shapes,written", SMALL, ids=[s[0] for s in SMALL])
 def test_small_contractions_are_written_out_and_match_numpy(name, fn, shapes, written, dtype):

@@ -209,8 +209,10 @@ def _strided_last(x: Node) -> bool:
 
 
 def _plain_operands(node: Node) -> bool:
+    """Operands of one dtype whose products and sums in that dtype are NumPy's
+    own (float16: NumPy's matmul and einsum add in float32)."""
     dt = np.dtype(node.aval.dtype)
-    return (not isinstance(node.aval, tuple) and dt.kind in "biuf"
+    return (not isinstance(node.aval, tuple) and dt.kind in "biuf" and dt != np.float16
             and all(np.dtype(i.aval.dtype) == dt for i in node.inputs))
 
 

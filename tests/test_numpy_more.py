@@ -396,3 +396,15 @@ def test_decomposition_gradients_refuse_what_is_not_unique():
 def test_singular_matrix_raises_numpys_error():
     with pytest.raises(np.linalg.LinAlgError):
         braze.compile(np.linalg.inv, target="cpu")(np.zeros((3, 3)))
+
+
+@pytest.mark.parametrize("n", [np.int64(3), np.array(3), np.int32(3)], ids=["int64", "0d", "int32"])
+def test_a_numpy_integer_argument_is_a_shape_as_in_numpy(n):
+    """``np.zeros(n)`` with ``n`` a NumPy integer or a 0-d array argument (traced:
+    specialized on, as any value used as a shape); it was iterated as a sequence."""
+    fns = (lambda x, n: np.zeros(n) + x[0], lambda x, n: np.ones(n, np.int32), lambda x, n: np.full(n, 2.0),
+           lambda x, n: x.reshape(n), lambda x, n: np.empty(n).shape)
+    for fn in fns:
+        f = braze.compile(fn, target="cpu")
+        for _ in range(2):
+            _same(f(np.ones(3), n), fn(np.ones(3), n))

@@ -710,7 +710,7 @@ def polyval(p, x):
 
 
 def _resolve_shape(func: str, shape, size: int) -> tuple[int, ...]:
-    if isinstance(shape, (int, np.integer)):
+    if isinstance(shape, (int, np.integer)) or getattr(shape, "ndim", None) == 0:
         shape = (shape,)
     shape = [int(operator.index(d)) for d in shape]
     unknown = [i for i, d in enumerate(shape) if d == -1]
@@ -1492,7 +1492,9 @@ def full(shape, fill_value, dtype=None, order="C", *, device=None, like=None):
         raise _unsupported("full", "like=", "leave it out")
     if dtype is not None:
         dtype = _as_dtype("full", dtype)
-    shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
+    # (an integer: a NumPy or Python one, or a 0-d integer array, traced or not, as NumPy takes it)
+    one = isinstance(shape, (int, np.integer)) or getattr(shape, "ndim", None) == 0
+    shape = (operator.index(shape),) if one else tuple(int(d) for d in shape)
     if is_ndarray(fill_value) or isinstance(fill_value, (bool, int, float, np.generic, list, tuple)):
         value = np.asarray(fill_value, dtype=dtype)
         value = value[()] if value.ndim == 0 else value

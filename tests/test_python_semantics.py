@@ -715,6 +715,28 @@ def test_a_small_global_arrays_elements_read_as_python_values_at_each_call(targe
         FLAGS[:] = [0.5, 4.0]
 
 
+BIG_FLAGS = np.full(40_000, 0.5)  # 320 KB (more than the bytes compared: its bits compared as integers)
+
+
+def branch_on_a_big_global(x):
+    return x + 1 if BIG_FLAGS.sum() > 0 else x[:int(BIG_FLAGS[7])] - 1
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_larger_global_arrays_values_read_as_python_values_at_each_call(target):
+    f = braze.compile(branch_on_a_big_global, target=target)
+    x = np.arange(6.0)
+    try:
+        np.testing.assert_array_equal(f(x), x + 1)
+        BIG_FLAGS[:] = -1.0
+        BIG_FLAGS[7] = 3.0
+        np.testing.assert_array_equal(f(x), x[:3] - 1)
+        BIG_FLAGS[7] = -0.0  # (its bits: -0.0 is not 0.0 to int(...) either way, but is another value)
+        np.testing.assert_array_equal(f(x), x[:0] - 1)
+    finally:
+        BIG_FLAGS[:] = 0.5
+
+
 @pytest.mark.parametrize("target", TARGETS)
 def test_a_dtype_is_returned_as_numpys_and_promote_types_of_arrays_refused(target):
     f = braze.compile(lambda x: (x * 2, x.dtype, np.cumsum(x).dtype, (x * np.float32(0.5)).dtype), target=target)

@@ -34,7 +34,11 @@ from .errors import UnsupportedOpError
 _MISSING = object()
 _COPY_LIMIT = 1 << 28  # bytes of watched arrays copied (to put back); beyond, a checksum only
 _DEPTH = 4  # attributes of attributes ... watched this deep
-SMALL_CONTENTS = 1 << 16  # bytes: a watched array this small is compared at every call
+# bytes: an array the function names but the program does not read is compared
+# at every call up to this size (its bytes below BYTES_COMPARE: 0.1-4 us; above,
+# an array comparison of its bits: 76 us a MiB here)
+SMALL_CONTENTS = 1 << 22
+BYTES_COMPARE = 1 << 16
 _LIBRARIES = ("numpy", "braze", "scipy", "numba", "llvmlite", "dask")
 _NOT_USERS = frozenset(_LIBRARIES) | sys.stdlib_module_names  # (a lock's, a logger's state is theirs)
 
@@ -266,7 +270,8 @@ class Watch:
         Python value, which no node of the program shows, while a captured
         array's values are read at each call (a weight updated between calls
         is no reason to trace again)."""
-        return tuple((a, None if copy is None else copy.tobytes(), checksum, what)
+        return tuple((a, None if copy is None else copy.tobytes() if copy.nbytes <= BYTES_COMPARE else copy,
+                      checksum, what)
                      for a, copy, checksum, what in self.arrays
                      if not (what.startswith("argument") and "." not in what)  # (the call's own arrays)
                      and (not small_only or (a.nbytes <= SMALL_CONTENTS and id(a) not in captured)))
@@ -343,7 +348,15 @@ def stale(pins: tuple, contents: tuple = (), shapes: tuple = ()) -> str | None:
         if _changed(container, before):
             return f"{what} changed"
     for a, snapshot, checksum, what in contents:  # (bytes: 0.1 us for a small array, array_equal 7)
-        if (snapshot is not None and a.tobytes() != snapshot) or (snapshot is None and _checksum(a) != checksum):
+        if snapshot is None:
+            changed = _checksum(a) != checksum
+        elif type(snapshot) is bytes:
+            changed = a.tobytes() != snapshot
+        else:  # (a larger one's bits, as unsigned integers: NaN and -0.0 as they are)
+            bits = np.dtype(f"u{a.dtype.itemsize}") if a.dtype.itemsize in (1, 2, 4, 8) else None
+            changed = not (np.array_equal(a.view(bits), snapshot.view(bits)) if bits is not None and a.flags.c_contiguous
+                           else a.tobytes() == snapshot.tobytes())
+        if changed:
             return f"the values of {what} changed"
     return None
 

@@ -765,3 +765,26 @@ def test_a_new_generator_at_each_call_runs_as_numpy_from_the_second(caplog):
             np.testing.assert_array_equal(f(x, np.random.default_rng(seed)), draws(x, np.random.default_rng(seed)))
     traced = [r for r in caplog.records if "draws from the random generator" in r.getMessage()]
     assert len(traced) == 2
+
+
+def test_rebound_default_values_are_the_next_calls():
+    """``fn.__defaults__ = (5,)`` (or a keyword-only default changed) between
+    calls: the next call binds the new default, as Python does (the signature
+    and the fast path kept the first call's)."""
+    def scale(x, k=2):
+        return x * k
+
+    def shift(x, *, by=1.0):
+        return x + by
+
+    x = np.ones(3)
+    f, g = braze.compile(scale, target="cpu"), braze.compile(shift, target="cpu")
+    for _ in range(2):
+        np.testing.assert_array_equal(f(x), x * 2)
+        np.testing.assert_array_equal(g(x), x + 1.0)
+    scale.__defaults__ = (5,)
+    shift.__kwdefaults__["by"] = -3.0
+    np.testing.assert_array_equal(f(x), x * 5)
+    np.testing.assert_array_equal(g(x), x - 3.0)
+    shift.__kwdefaults__ = {"by": 7.0}
+    np.testing.assert_array_equal(g(x), x + 7.0)

@@ -65,6 +65,8 @@ class Compiled:
             except AttributeError:
                 fast = None
             if (fast is not None and fast[1] == len(args) and type(current_context()) is EagerContext
+                    and getattr(self.fn, "__defaults__", None) is fast[3]
+                    and getattr(self.fn, "__kwdefaults__", None) is fast[4]
                     and fast[2].registry_version == registry.VERSION[0] and not registry.disabled_state()
                     and (len(args) < 2 or calling.distinct_owners(args))
                     and (not fast[2].pins or stale(fast[2].pins, fast[2].contents, fast[2].shapes) is None)):
@@ -93,8 +95,10 @@ class Compiled:
                 return self._as_numpy_after_error(program, exc, args, kwargs)
         if (not kwargs and len(call.dynamic) == len(args) and not registry.disabled_state() and not call.aliases
                 and all(type(a) is np.ndarray and a is d for a, d in zip(args, call.dynamic))):
-            self._fast[tuple((a.shape, a.dtype, a.strides) for a in args)] = (self._runner(program), len(args),
-                                                                              program)
+            # (with the defaults it binds: ``fn.__defaults__ = (5,)`` since is another call)
+            self._fast[tuple((a.shape, a.dtype, a.strides) for a in args)] = (
+                self._runner(program), len(args), program, getattr(self.fn, "__defaults__", None),
+                getattr(self.fn, "__kwdefaults__", None))
         try:
             return self._run(program, call)
         except _RUNTIME_ERRORS as exc:

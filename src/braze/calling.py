@@ -441,6 +441,19 @@ def _as_tuple(x) -> tuple:
     return tuple(x)
 
 
+def _defaults_of(fn) -> tuple:
+    """``fn``'s default values as bound now: its ``__defaults__`` tuple and a
+    copy of its keyword-only defaults."""
+    kw = getattr(fn, "__kwdefaults__", None)
+    return getattr(fn, "__defaults__", None), (dict(kw) if kw else None), kw
+
+
+def _same_defaults(saved: tuple, fn) -> bool:
+    kw = getattr(fn, "__kwdefaults__", None)
+    return getattr(fn, "__defaults__", None) is saved[0] and kw is saved[2] and (
+        not kw or (kw.keys() == saved[1].keys() and all(kw[k] is saved[1][k] for k in kw)))
+
+
 class Signature:
     """How a compiled function's arguments are split (``split``): its Python
     signature, which arguments are static and which are donated."""
@@ -451,6 +464,7 @@ class Signature:
             self.sig = inspect.signature(fn)
         except (TypeError, ValueError):
             self.sig = None
+        self._defaults = _defaults_of(fn)
         self.static_argnums = _as_tuple(static_argnums)
         self.static_argnames = _as_tuple(static_argnames)
         if isinstance(fn, Composite):  # a composite's attributes are static by definition
@@ -483,6 +497,9 @@ class Signature:
                         f"{self.sig}{where()}; use one of {', '.join(sorted(names))}")
 
     def split(self, args, kwargs) -> Call:
+        if self.sig is not None and not _same_defaults(self._defaults, self.fn):
+            # (``fn.__defaults__ = (5,)`` since: the signature binds the new ones)
+            self.sig, self._defaults = inspect.signature(self.fn), _defaults_of(self.fn)
         if self.sig is not None:
             try:
                 bound = self.sig.bind(*args, **kwargs)

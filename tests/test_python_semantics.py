@@ -788,3 +788,40 @@ def test_rebound_default_values_are_the_next_calls():
     np.testing.assert_array_equal(g(x), x - 3.0)
     shift.__kwdefaults__ = {"by": 7.0}
     np.testing.assert_array_equal(g(x), x + 7.0)
+
+
+class _Scaled:
+    def __init__(self):
+        self.w, self.scale = np.ones(3), 2.0
+
+    @property
+    def weight(self):
+        return self.w * self.scale
+
+    def helper(self):
+        return self.scale
+
+    def __call__(self, x):
+        return x + self.weight * self.helper()
+
+
+def test_properties_and_methods_an_object_s_code_reads_are_watched():
+    """``self.weight`` (a property) reads ``self.scale``; ``self.helper()`` is the
+    class's method: changing the attribute, or the class's method, is seen by
+    the next call, through ``self`` and through an argument."""
+    layer = _Scaled()
+    f = braze.compile(layer.__call__, target="cpu")
+    g = braze.compile(lambda x, m: x + m.weight, target="cpu")
+    x = np.zeros(3)
+    original = _Scaled.helper
+    try:
+        for _ in range(2):
+            np.testing.assert_array_equal(f(x), layer(x))
+            np.testing.assert_array_equal(g(x, layer), x + layer.weight)
+        layer.scale = 5.0
+        np.testing.assert_array_equal(f(x), layer(x))
+        np.testing.assert_array_equal(g(x, layer), x + layer.weight)
+        _Scaled.helper = lambda self: -1.0
+        np.testing.assert_array_equal(f(x), layer(x))
+    finally:
+        _Scaled.helper = original

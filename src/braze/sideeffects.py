@@ -135,7 +135,20 @@ class Watch:
         self._attributes: set[int] = set()  # indices of bindings that are attributes of objects
         self.names: set[str] = set()  # every name the watched functions' code uses
         self._pending = [fn]
-        done: set[int] = set()
+        self._done: set[int] = set()
+        self._drain()
+        for k, a in enumerate(args):
+            self._value(a, f"argument {k}", 0)
+        for name, a in (kwargs or {}).items():
+            self._value(a, f"argument {name}", 0)
+        self._drain()  # (the methods and property getters of argument objects the code names)
+        # The global random states, where the code names "random" (np.random.rand,
+        # random.random): other threads (a Dask scheduler's) draw from them too.
+        self.legacy = np.random.get_state(legacy=False) if "random" in self.names else None
+        self.python_random = random.getstate() if "random" in self.names else None
+
+    def _drain(self) -> None:
+        done = self._done
         while self._pending:  # the function, then the user functions it names (a worklist, no recursion)
             f = self._pending.pop()
             if id(f) in done:
@@ -154,14 +167,6 @@ class Watch:
                     self._object(part, "self", 0)
                 else:
                     self._value(part, "an argument", 0)
-        for k, a in enumerate(args):
-            self._value(a, f"argument {k}", 0)
-        for name, a in (kwargs or {}).items():
-            self._value(a, f"argument {name}", 0)
-        # The global random states, where the code names "random" (np.random.rand,
-        # random.random): other threads (a Dask scheduler's) draw from them too.
-        self.legacy = np.random.get_state(legacy=False) if "random" in self.names else None
-        self.python_random = random.getstate() if "random" in self.names else None
 
     def _function(self, f: types.FunctionType) -> None:
         g = f.__globals__
@@ -208,8 +213,15 @@ class Watch:
             if not name.startswith("__") and _pinned(value) and not (isinstance(attrs, dict) and name in attrs):
                 # (read through the object: ``cfg.lr = 0.1`` on an instance shadows the class's)
                 self._binding(_Slots(obj), name, value, f"{what}.{name}", _DEPTH, attribute=True)
-            elif isinstance(value, types.FunctionType) and _is_users(value) and name in self.names:
-                self._pending.append(value)  # (a method the code calls: self.act.forward)
+            elif isinstance(value, (types.FunctionType, property)) and name in self.names and not (
+                    isinstance(attrs, dict) and name in attrs):
+                # a method the code calls (self.act.forward), a property it reads (self.weight):
+                # their code's reads too, and the class's binding (B.helper = ... since: traced again)
+                fns = (value,) if isinstance(value, types.FunctionType) else (value.fget, value.fset)
+                users = [f for f in fns if isinstance(f, types.FunctionType) and _is_users(f)]
+                if users:
+                    self._pending.extend(users)
+                    self._binding(vars(type(obj)), name, value, f"{what}.{name}", _DEPTH, attribute=True)
 
     def _value(self, value, what: str, depth: int) -> None:
         if id(value) in self.seen:

@@ -825,3 +825,17 @@ def test_properties_and_methods_an_object_s_code_reads_are_watched():
         np.testing.assert_array_equal(f(x), layer(x))
     finally:
         _Scaled.helper = original
+
+
+def test_a_traced_float_scalar_has_python_floats_methods():
+    """``a.is_integer()`` on a float argument or a float reduction (np.float64 is
+    a float): read into Python as float() reads it; arrays have none."""
+    f = braze.compile(lambda x, a: x * 2 if a.is_integer() else x, target="cpu")
+    x = np.ones(2)
+    for a in (2.0, 2.5, np.float64(3.0), 2.0):
+        np.testing.assert_array_equal(f(x, a), x * 2 if a.is_integer() else x)
+    g = braze.compile(lambda x: (x.sum().is_integer(), x.max().as_integer_ratio(), x.min().hex()), target="cpu")
+    for x in (np.ones(3), np.array([0.5, 1.25])):
+        assert g(x) == (x.sum().is_integer(), x.max().as_integer_ratio(), x.min().hex())
+    with pytest.raises(AttributeError):
+        braze.compile(lambda x: x.is_integer(), target="cpu")(np.ones(3))

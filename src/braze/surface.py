@@ -189,6 +189,24 @@ class ArrayMethods:
     def __index__(self):
         return self._concretize(operator.index, "used as a Python index (range, list index, slice bound)")
 
+    # A float scalar's Python methods (np.float64 is a float; np.float32 has them
+    # too): the value read into Python, as ``float()`` reads it.
+    def is_integer(self):
+        return self._float_method("is_integer")
+
+    def as_integer_ratio(self):
+        return self._float_method("as_integer_ratio")
+
+    def hex(self):
+        return self._float_method("hex")
+
+    def _float_method(self, name: str):
+        dt = np.dtype(self.dtype)
+        if not self._is_scalar() or dt.kind != "f" or (name == "hex" and dt != np.float64):  # (float64's own)
+            raise AttributeError(f"'numpy.{'ndarray' if not self._is_scalar() else np.dtype(self.dtype).name}' "
+                                 f"object has no attribute '{name}'")
+        return getattr(self._concretize(float, f"read into Python with .{name}()"), name)()
+
     def __round__(self, ndigits=None):
         """``round(s)`` of a NumPy scalar reads it into a Python int; ``round(s, n)``
         stays a traced NumPy scalar (``np.round``). Arrays have no ``round()``."""

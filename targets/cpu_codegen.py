@@ -758,8 +758,8 @@ class LoopCodegen:
         cut where any of them wraps (at ``n - w``, computed once per call and
         sorted): inside each segment every such read is ``w + j`` or
         ``w - n + j`` throughout, chosen once per segment. Pure elementwise
-        rows of at least SPLIT_MIN elements only; returns [(leaf, dim, start, extent)], with ``self._split``
-        naming each read's start per segment."""
+        rows of at least SPLIT_MIN elements only; returns [(leaf, dim, start,
+        extent)], with ``self._split`` naming each read's start per segment."""
         if self.r or self._flat is not None or self.nin != 1 or self.dialect is not CPU or self.loop.perm is not None:
             return None
         inner = self.R - 1

@@ -107,6 +107,11 @@ def _fold_views(program: Program) -> None:
             if leaf.op == "slice" and id(leaf) not in step.dropped and _window(leaf) is not None:
                 step.windows[id(leaf)] = _window_of(leaf)
                 continue
+            kept = _squeezed_axes(leaf) if id(leaf) not in step.dropped else None
+            if kept is not None:  # a column x[:, i], a row: read from x at the slice's offsets
+                step.windows[id(leaf)] = _window_of(leaf.inputs[0])
+                step.squeezed[id(leaf)] = kept
+                continue
             if id(leaf) not in step.dropped and rotation(leaf) is not None:
                 base, starts, wraps = _rotated_of(leaf)
                 step.windows[id(leaf)] = (base, starts, (1,) * len(starts))
@@ -224,6 +229,23 @@ def _merge_short_tail(loop: Loop) -> None:
     loop.windows.update(windows)
     loop.domain = dom[:-2] + (dom[-2] * dom[-1],)
     loop.tail_merged = True
+
+
+def _squeezed_axes(leaf) -> tuple | None:
+    """For a reshape that drops size-1 axes of a window (``x[:, i]``, ``x[i]``:
+    a slice, then the reshape NumPy's integer index makes), the slice's axes
+    that are the reshape's, in order; None for any other leaf."""
+    if leaf.op != "reshape" or leaf.aval.ndim == 0 or leaf.inputs[0].op != "slice" or _window(leaf.inputs[0]) is None:
+        return None
+    src, dst = tuple(leaf.inputs[0].aval.shape), tuple(leaf.aval.shape)
+    kept, j = [], 0
+    for i, d in enumerate(src):
+        if j < len(dst) and d == dst[j]:
+            kept.append(i)
+            j += 1
+        elif d != 1:
+            return None
+    return tuple(kept) if j == len(dst) else None
 
 
 def _window(sl) -> tuple | None:

@@ -90,6 +90,9 @@ BLOCK = 256
 # a loop of 3 additions costs more than the additions; unrolled bodies cost
 # compile time, so only the shortest.
 SHORT_ROW = 4
+# A column of an array whose rows are at most this long (``X[:, 1]`` of (n, 3)
+# points) is read at a literal stride (``_column_load``).
+COLUMN_ROW = 16
 # A flat elementwise loop heavy in vector-math polynomials (cpu_math's exp,
 # log, tanh, ...) and divisions is bound by its dependency chains (see
 # ``rt.interleaved``): LLVM interleaves INTERLEAVE vector iterations of it.
@@ -222,6 +225,7 @@ class LoopCodegen:
         self._hoist: list[str] | None = None
         self._flat: dict[int, str] | None = None  # short rows: leaves read through flat views (``_flat_load``)
         self._split: dict[tuple, str] = {}  # (leaf, dim) -> its wrapped start in this segment (``_wrap_segments``)
+        self._column_views: dict[str, str] = {}  # array -> its flat view, for columns of short rows (``_column_load``)
         self.has_trig = not loop.compact and any(m.op in TRIG and np.dtype(m.aval.dtype) in (np.float32, np.float64)
                                                  for m in loop.members) and all(
             rt.has_vector_math(op, sfx) for op in TRIG for sfx in ("f32", "f64"))
@@ -307,6 +311,16 @@ class LoopCodegen:
         parts = ["0" if d == 1 and not (aligned and dom[offset + i] == 1) else idx[offset + i]
                  for i, d in enumerate(shape)]
         steps = self.windows.get(id(leaf))
+        kept = self.loop.squeezed.get(id(leaf))
+        if kept is not None:  # (the array's other axes at the window's start)
+            full = ["0"] * len(steps)
+            for j, ax in enumerate(kept):
+                full[ax] = parts[j]
+            parts = [_offset(f"w{k}_{i}", step, part) for i, (step, part) in enumerate(zip(steps, full))]
+            base = self.loop.reads(leaf).aval.shape
+            if self.dialect is CPU and len(base) == 2 and kept == (0,) and base[1] <= COLUMN_ROW:
+                return self._column_load(name, parts, base[1])
+            return f"{name}[{', '.join(p if p == '0' else f'np.uint64({p})' for p in parts)}]"
         if steps is not None:
             parts = [_offset(f"w{k}_{i}", step, part) for i, (step, part) in enumerate(zip(steps, parts))]
             for i, n in enumerate(self.wraps.get(id(leaf), ())):
@@ -318,6 +332,16 @@ class LoopCodegen:
         elif self._flat is not None and space == "full" and shape[-1] == int(dom[-1]) and len(shape) > 1:
             return self._flat_load(leaf, name, shape, parts, offset)
         return f"{name}[{', '.join(p if p == '0' else f'np.uint64({p})' for p in parts)}]"
+
+    def _column_load(self, name: str, parts: list, row: int) -> str:
+        """A column of an array of short rows (``X[:, 1]`` of an (n, 3) array,
+        what ``X @ w`` is written out as) read through a flat view, its row
+        length a literal: LLVM vectorizes a constant stride (interleaved
+        loads); with the stride read from the array it ran the loop scalar,
+        4x slower than reading a contiguous vector (exp and all). The view is
+        the array for a C-contiguous one; others are copied once per call."""
+        self._column_views[name] = flat = f"{name}c"
+        return f"{flat}[np.uint64(({parts[0]}) * {row} + {parts[1]})]"
 
     def _flat_load(self, leaf: Node, name: str, shape, parts, offset: int) -> str:
         """A load of a short-row kernel through a flat view of the leaf, its row
@@ -586,6 +610,7 @@ class LoopCodegen:
             + (["cf"] if loop.compact else [])
         )
         unpack = [f"    {w} = wv[{j}]" for j, w in enumerate(starts)] if packed else []
+        unpack += [f"    {flat} = {a}.ravel()" for a, flat in self._column_views.items()]
         flags = f"parallel={parallel}, fastmath={FASTMATH}, {FLAGS}"
         deco = f"rt.interleaved({interleave}, {flags})" if interleave else f"njit({flags})"
         return f"\n\n@{deco}\ndef {name}({', '.join(args)}):\n" + "\n".join(unpack + body.lines) + "\n"

@@ -203,3 +203,37 @@ def test_short_rows_read_flat_across_dtypes_and_broadcasts(dtype):
     f = braze.compile(fn, target="cpu")
     for got, want in zip(f(x, y, z), fn(x, y, z)):
         assert_same(got, want)
+
+
+def _logistic(X, w, y):
+    p = 1.0 / (1.0 + np.exp(-(X @ w + 0.5)))
+    return p - y, np.mean(p - y)
+
+
+def _columns(X, w):
+    z = X[:, 0] * w[0] + X[:, 1] * w[1] - X[:, 2] * w[2]
+    return np.exp(-z).sum(), X[1] * 2, X[:, 2] * 3
+
+
+@pytest.mark.parametrize("layout", ["C", "F", "rows strided", "columns strided"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_columns_of_short_rows_are_read_inside_the_kernel(layout, dtype):
+    """``X @ w`` of (n, 3) points written out, and columns ``X[:, i]`` a program
+    takes itself, are read from X at their offsets inside the kernel around
+    them (fusion.Loop.squeezed): no view per column, no kernel writing the
+    product first, and the loads at a literal stride (vectorized; a copy for
+    layouts other than C), with NumPy's values whatever X's layout."""
+    r = np.random.default_rng(11)
+    base = (r.standard_normal((2 * 1001, 6)) * 3).astype(dtype)
+    X = {"C": np.ascontiguousarray(base[:1001, :3]), "F": np.asfortranarray(base[:1001, :3]),
+         "rows strided": base[::2, :3], "columns strided": base[:1001, ::2]}[layout]
+    X[5, 1], X[7, 2] = np.nan, -np.inf
+    w, y = np.array([0.5, -1.5, 2.0], dtype), r.random(1001).astype(dtype)
+    for fn, args in ((_logistic, (X, w, y)), (_columns, (X, w))):
+        f = braze.compile(fn, target="cpu")
+        for got, want in zip(f(*args), fn(*args)):
+            assert_same(got, want)
+        lowered = f.lower(*args)
+        assert "view" not in lowered.plan and "matmul" not in lowered.plan, lowered.plan
+    assert lowered.counts["kernels"] == 2  # the sum with its columns, and the row X[1]'s kernel
+    assert ".ravel()" in braze.explain(braze.compile(_logistic, target="cpu"), X, w, y)

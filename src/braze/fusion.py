@@ -58,6 +58,8 @@ class Loop:
     compact: tuple = ()             # compress members (one mask): a count-then-fill kernel (fuse(compact=True))
     elements: dict = field(default_factory=dict)  # id(0-d leaf) -> (array node, index): read as array[index]
     windows: dict = field(default_factory=dict)   # id(slice leaf) -> (array node, starts, steps): read by offset
+    squeezed: dict = field(default_factory=dict)  # id(window leaf) -> the array's axes that are the leaf's (a
+    #                                               column ``x[:, i]``: the slice's size-1 axes dropped)
     wraps: dict = field(default_factory=dict)     # id(window leaf) -> per axis, the extent its index wraps
     #                                               around (0: none): a rotation, ``np.roll`` (targets/cpu.py)
     merged: dict = field(default_factory=dict)    # id(leaf) -> (shape it is indexed with, its array's shape):

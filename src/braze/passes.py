@@ -187,6 +187,13 @@ def small_contractions(graph: Graph) -> Graph:
                 # (a vector operand is NumPy's: a row on the left, a column on the right)
                 at = _slice_at(a, {a.aval.ndim - 1: t})
                 bt = _slice_at(b, {max(b.aval.ndim - 2, 0): t})
+                # A vector operand's product is in the result's shape at once (``X @ w``:
+                # columns X[:, t] times scalars w[t]), so fusion reads the columns as
+                # windows of X inside the kernel around it, with no reshape after.
+                if b.aval.ndim == 1:
+                    at, bt = _reshape(at, tuple(a.aval.shape[:-1])), _reshape(bt, ())
+                elif a.aval.ndim == 1:
+                    at, bt = _reshape(at, ()), _reshape(bt, tuple(b.aval.shape[:-2] + b.aval.shape[-1:]))
                 shape = tuple(broadcast_shape(at.aval.shape, bt.aval.shape))
                 terms.append(Node.make("multiply", (at, bt), Aval(shape, node.aval.dtype, False)))
             total = _summed(terms, terms[0].aval)

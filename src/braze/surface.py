@@ -468,9 +468,8 @@ class ArrayMethods:
         # An ndarray attribute braze does not implement is a clear error, not an AttributeError from
         # deep inside; other names (and the protocols NumPy probes) stay AttributeErrors.
         if name in _NDARRAY_ATTRIBUTES:
-            method = getattr(bnp, name, None)
-            if name in _FUNCTION_METHODS:  # (NumPy's function: braze's rule, or a graph break)
-                method = method if callable(method) else getattr(np, name)
+            if name in _FUNCTION_METHODS:  # (NumPy's function: braze's rule, or a graph break where it refuses)
+                method = getattr(np, name)
                 return lambda *args, **kwargs: method(self, *args, **kwargs)
             raise UnsupportedOpError(f"ndarray.{name} is not supported on traced arrays{where()}; write it "
                                      "with supported NumPy functions, or define it as a braze.composite")

@@ -1,0 +1,151 @@
+"""``np.searchsorted`` of a short sorted array and ``np.bincount`` of a few
+bins, written as comparisons and sums (braze.numpy): NumPy's values and
+dtypes on every input, the guards that keep them (an array no longer
+sorted, a new number of bins, a negative label) and NumPy's own call for
+everything else."""
+import numpy as np
+import pytest
+
+import braze
+from braze.numpy import BINCOUNT_UNROLLED, SEARCH_UNROLLED
+
+from _compare import assert_same
+
+TARGETS = ["cpu", "generic"]
+
+
+def _search(a, v):
+    return np.searchsorted(a, v), np.searchsorted(a, v, side="right"), a.searchsorted(v, "left")
+
+
+def _broke(f, *args) -> bool:
+    return "graph break" in braze.explain(f, *args)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("case", ["float64", "float32 keys", "float32 table, float64 keys", "int", "uint8 and int",
+                                  "bool", "nan and inf", "signed zeros"])
+def test_searchsorted_of_a_short_sorted_array_is_numpys(target, case):
+    r = np.random.default_rng(7)
+    tables = {
+        "float64": (np.array([-1.5, 0.0, 0.0, 0.25, 3.0]), r.choice([-1.5, 0.0, 0.25, 3.0, 2.0, -9.0], (40, 3))),
+        "float32 keys": (np.linspace(0, 1, 16).astype(np.float32), r.random(300).astype(np.float32)),
+        "float32 table, float64 keys": (np.array([0.1, 0.2], np.float32), np.array([0.1, 0.2, 0.15])),
+        "int": (np.array([-3, 0, 0, 7]), r.integers(-5, 9, 64)),
+        "uint8 and int": (np.array([1, 2, 250], np.uint8), np.array([300, -1, 2, 250])),
+        "bool": (np.array([False, True, True]), np.array([True, False, True])),
+        "nan and inf": (np.array([-np.inf, 1.0, np.inf, np.nan, np.nan]),
+                        np.array([np.nan, np.inf, -np.inf, 1.0, 0.5, 5.0])),
+        "signed zeros": (np.array([-0.0, 0.0, 1.0]), np.array([0.0, -0.0, 1e-300])),
+    }
+    a, v = tables[case]
+    f = braze.compile(_search, target=target)
+    for keys in (v, v[::-1].copy(), v.ravel()[:1].reshape(()), v.ravel()[:0]):
+        assert_same(f(a, keys), _search(a, keys))
+    assert not _broke(f, a, v)
+
+
+def test_searchsorted_with_python_and_numpy_scalars():
+    a = np.array([0.1, 0.2], np.float32)
+    f = braze.compile(lambda a, x: (np.searchsorted(a, 0.1, "right"), np.searchsorted(a, np.float32(0.1), "right"),
+                                    np.searchsorted(a, x, "right")), target="cpu")
+    for x in (0.1, np.float32(0.1), np.float64(0.2)):
+        want = (np.searchsorted(a, 0.1, "right"), np.searchsorted(a, np.float32(0.1), "right"),
+                np.searchsorted(a, x, "right"))
+        assert_same(f(a, x), want)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_an_array_no_longer_sorted_gets_numpys_search(target):
+    """Sorted at the first call, then not: the guard finds it, and the call is
+    NumPy's (whose result for an unsorted array is its binary search's own)."""
+    r = np.random.default_rng(1)
+    v = r.random(500)
+    a = np.linspace(0.1, 0.9, 6)
+    f = braze.compile(_search, target=target)
+    assert_same(f(a, v), _search(a, v))
+    shuffled = a[[0, 3, 1, 5, 2, 4]]
+    assert_same(f(shuffled, v), _search(shuffled, v))
+    nan_first = np.array([np.nan, 0.2, 0.5])
+    assert_same(f(nan_first, v), _search(nan_first, v))
+    assert_same(f(a, v), _search(a, v))
+
+
+def test_longer_arrays_and_sorters_are_numpys_call():
+    r = np.random.default_rng(2)
+    v = r.random(100)
+    long = np.sort(r.random(SEARCH_UNROLLED + 1))
+    f = braze.compile(lambda a, v: np.searchsorted(a, v), target="cpu")
+    assert_same(f(long, v), np.searchsorted(long, v))
+    assert _broke(f, long, v)
+    a = r.random(6)
+    g = braze.compile(lambda a, v, s: np.searchsorted(a, v, sorter=s), target="cpu")
+    assert_same(g(a, v, np.argsort(a)), np.searchsorted(a, v, sorter=np.argsort(a)))
+    assert not _broke(f, long[:SEARCH_UNROLLED], v)
+
+
+def test_buckets_of_computed_edges_fuse_into_one_pass():
+    """Edges computed inside (a constant to the kernel) and keys computed too:
+    the search is one elementwise kernel with its producers; the counts that
+    follow are sums in one pass over it."""
+    def buckets(x):
+        edges = np.linspace(0.1, 0.9, 5)
+        idx = np.searchsorted(edges, np.tanh(x))
+        return idx, np.bincount(idx, minlength=len(edges) + 1)
+
+    x = np.random.default_rng(3).standard_normal(100_000)  # (smaller: each count its own pass, one kernel)
+    f = braze.compile(buckets, target="cpu")
+    assert_same(f(x), buckets(x))
+    lowered = f.lower(x)
+    assert "host_call" not in lowered.plan and lowered.counts["kernels"] <= 2, lowered.plan
+
+
+def _counts(x, w):
+    return np.bincount(x), np.bincount(x, weights=w), np.bincount(x, minlength=9), np.bincount(x, w, 12)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint8, np.bool_])
+@pytest.mark.parametrize("wdtype", [np.float64, np.float32, np.int16, np.bool_])
+def test_bincount_of_a_few_bins_is_numpys(target, dtype, wdtype):
+    r = np.random.default_rng(4)
+    x = r.integers(0, 2 if dtype == np.bool_ else 7, 1000).astype(dtype)
+    w = (r.standard_normal(1000) * 1e3).astype(wdtype)
+    f = braze.compile(_counts, target=target)
+    for xs, ws in ((x, w), (x[::-1], w[::-1]), (x[:1], w[:1])):
+        got, want = f(xs, ws), _counts(xs, ws)
+        # (weighted bins are sums: NumPy's adds in order, braze's compensated)
+        assert_same(got, want, rtol=1e-12, atol=1e-9)
+    assert not _broke(f, x, w)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_bincount_guards_its_number_of_bins_and_sign(target):
+    f = braze.compile(lambda x: np.bincount(x, minlength=3) * 2, target=target)
+    x = np.array([0, 1, 1, 4])
+    assert_same(f(x), np.bincount(x, minlength=3) * 2)
+    more = np.array([0, 1, 1, 6, 6])  # a new number of bins: traced again
+    assert_same(f(more), np.bincount(more, minlength=3) * 2)
+    fewer = np.array([1, 1, 0])  # minlength's bins
+    assert_same(f(fewer), np.bincount(fewer, minlength=3) * 2)
+    with pytest.raises(ValueError, match="negative"):
+        f(np.array([0, -1, 4]))
+    assert_same(f(np.zeros(0, np.int64)), np.bincount(np.zeros(0, np.int64), minlength=3) * 2)
+    many = np.arange(BINCOUNT_UNROLLED + 5)
+    assert_same(f(many), np.bincount(many, minlength=3) * 2)
+    with pytest.raises(TypeError):
+        f(np.array([1.0]))
+
+
+def test_gradient_of_weighted_bins_matches_finite_differences():
+    labels = np.array([0, 2, 2, 1, 0, 2])
+
+    def loss(w):
+        return np.sum(np.bincount(labels, weights=w, minlength=4) ** 2)
+
+    w = np.random.default_rng(5).standard_normal(6)
+    g = braze.grad(loss)(w)
+    eps = 1e-6
+    fd = np.array([(loss(w + eps * e) - loss(w - eps * e)) / (2 * eps) for e in np.eye(6)])
+    np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(braze.compile(braze.grad(loss), target="cpu")(w), fd, rtol=1e-6, atol=1e-8)

@@ -565,6 +565,37 @@ def test_a_generator_from_fresh_entropy_draws_anew_at_each_call():
     np.testing.assert_array_equal(g(np.zeros(2)), np.random.default_rng(3).normal(size=2))
 
 
+@pytest.mark.parametrize("make", [
+    lambda: np.random.Generator(np.random.PCG64()), lambda: np.random.Generator(np.random.Philox()),
+    lambda: np.random.Generator(np.random.MT19937()), lambda: np.random.Generator(np.random.SFC64()),
+    lambda: np.random.RandomState(), lambda: np.random.default_rng(np.random.SeedSequence()),
+    lambda: np.random.default_rng(np.random.PCG64(seed=None)),
+], ids=["PCG64", "Philox", "MT19937", "SFC64", "RandomState", "SeedSequence", "PCG64 seed=None"])
+def test_every_random_class_from_fresh_entropy_draws_anew_at_each_call(make):
+    """Not only default_rng(): a bit generator, RandomState or SeedSequence made
+    with no seed inside the function (their numbers were baked into the trace)."""
+    f = braze.compile(lambda x: x + make().random(x.shape), target="cpu")
+    assert not np.array_equal(f(np.zeros(4)), f(np.zeros(4)))
+
+
+def test_seeded_random_classes_still_compile_and_isinstance_holds():
+    def fn(x, rng):
+        assert isinstance(rng, np.random.RandomState) and not isinstance(x, np.random.Generator)
+        assert issubclass(type(rng), np.random.RandomState)
+        own = np.random.Generator(np.random.PCG64(np.random.SeedSequence(5)))
+        return x + own.random(x.shape) + np.random.RandomState(2).rand(*x.shape)
+
+    want = np.random.Generator(np.random.PCG64(np.random.SeedSequence(5))).random(3) + np.random.RandomState(2).rand(3)
+    f = braze.compile(fn, target="cpu", static_argnames=("rng",))
+    rng = np.random.RandomState(0)
+    for _ in range(2):
+        np.testing.assert_array_equal(f(np.zeros(3), rng=rng), want)
+    assert f.cache_info().hits >= 1
+    from numpy.random import mtrand
+
+    assert np.random.RandomState is mtrand.RandomState  # (the classes themselves again, outside a trace)
+
+
 def test_attributes_the_function_does_not_name_may_change_freely():
     class Model:
         def __init__(self):

@@ -214,6 +214,42 @@ def _fresh_generator(seed=None):
     return _default_rng(seed)
 
 
+class _FreshEntropy(type):
+    """A stand-in for a NumPy random class (``np.random.PCG64``, ``RandomState``,
+    ``SeedSequence``, ...) while tracing: built with no seed it draws from fresh
+    entropy, other numbers at each call in NumPy, which a trace would bake in
+    (a ``SideEffectError``: the function runs as NumPy). Instances, ``isinstance``
+    and attributes are the class's own."""
+
+    def __call__(cls, *args, **kwargs):
+        seed = args[0] if args else kwargs.get("entropy" if cls.__name__ == "SeedSequence" else "seed")
+        if seed is None and _context_kind() == "trace" and _from_user_code():
+            from .errors import where
+            from .sideeffects import SideEffectError
+
+            raise SideEffectError(f"np.random.{cls.__name__}(){where()} seeds from fresh entropy, which draws "
+                                  "other numbers at each call; the function runs as plain NumPy (pass the "
+                                  "generator, or a seed, as an argument to compile it)")
+        return cls._original(*args, **kwargs)
+
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, cls._original)
+
+    def __subclasscheck__(cls, sub):
+        return issubclass(sub, cls._original)
+
+    def __getattr__(cls, attr):
+        return getattr(cls._original, attr)
+
+
+# NumPy's random classes that seed from fresh entropy when given no seed
+FRESH_ENTROPY = tuple(n for n in ("PCG64", "PCG64DXSM", "Philox", "MT19937", "SFC64", "RandomState", "SeedSequence")
+                      if hasattr(numpy.random, n))
+_random_originals = {n: getattr(numpy.random, n) for n in FRESH_ENTROPY}
+_random_wrappers = {n: _FreshEntropy(n, (), {"_original": c, "__doc__": c.__doc__, "__module__": "numpy.random"})
+                    for n, c in _random_originals.items()}
+
+
 def _dtype_function(name: str):
     original = _originals[name]
 
@@ -246,6 +282,8 @@ def acquire() -> None:
             for name in NAMES:
                 setattr(numpy, name, _wrappers[name])
             numpy.random.default_rng = _fresh_generator
+            for name, wrapper in _random_wrappers.items():
+                setattr(numpy.random, name, wrapper)
         _active += 1
 
 
@@ -257,6 +295,8 @@ def release() -> None:
             for name in NAMES:
                 setattr(numpy, name, _originals[name])
             numpy.random.default_rng = _default_rng
+            for name, original in _random_originals.items():
+                setattr(numpy.random, name, original)
 
 
 @contextlib.contextmanager

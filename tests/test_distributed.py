@@ -236,3 +236,26 @@ def test_a_call_with_the_same_arguments_reuses_its_program():
     f(x, Y).compute(scheduler="threads")
     np.testing.assert_allclose(f(x, Y * 2).compute(scheduler="threads"), chain(X, Y * 2), rtol=1e-12)
     assert len(braze.distributed._compiled) == before
+
+
+@pytest.mark.parametrize("fn", [lambda x: (x > 0).sum(dtype=np.int8), lambda x: (x > 0).sum(axis=0, dtype=np.int8),
+                                lambda x: (x > 0).sum(axis=0, dtype=bool), lambda x: (x > -9).prod(axis=0, dtype=np.int8),
+                                lambda x: (x > 0).sum(dtype=np.uint8, keepdims=True)],
+                         ids=["int8 sum", "int8 sum axis 0", "bool sum", "int8 prod", "uint8 keepdims"])
+def test_chunked_sums_combine_in_the_dtype_asked_for(fn):
+    """The parts of a sum(dtype=int8) combine in int8 (wrapping as the whole
+    sum does), of a bool sum as their any: they were combined by NumPy's sum,
+    which promotes to int64 (300 where NumPy's int8 sum wraps to 44)."""
+    ones = np.ones((300, 3))
+    f = braze.compile(fn, target="cpu")
+    for chunks in ((100, 3), (300, 3), (70, 2)):
+        got, want = f(da.from_array(ones, chunks=chunks)).compute(scheduler="threads"), fn(ones)
+        assert got.dtype == want.dtype and np.array_equal(got, want), (chunks, got, want)
+
+
+@pytest.mark.parametrize("fn", [lambda x: np.argmax(x), lambda x: np.argmin(x) + 1,
+                                lambda x: x.argmax(axis=None, keepdims=True)])
+def test_argmax_of_the_whole_array_is_its_flat_index(fn):
+    f = braze.compile(fn, target="cpu")
+    got = f(da.from_array(X, chunks=(64, 16))).compute(scheduler="threads")
+    np.testing.assert_array_equal(got, fn(X))

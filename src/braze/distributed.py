@@ -303,7 +303,8 @@ def _analyze(graph: Graph, sy=None, given=None, cut=frozenset()):
             syms[id(n)] = out
             continue
         if n.op in _FINAL_REDUCTIONS or n.op in ("argmax", "argmin", "cumsum", "cumprod"):
-            axes = tuple(n.kw.get("axes", ())) or ((n.kw["axis"],) if "axis" in n.kw else tuple(range(len(ins[0]))))
+            axes = tuple(n.kw.get("axes", ())) or ((n.kw["axis"],) if n.kw.get("axis") is not None
+                                                   else tuple(range(len(ins[0]))))  # (argmax(x): a flat index)
             reduced = [ins[0][a] for a in axes]
             final = (n.op in _FINAL_REDUCTIONS and id(n) in output_ids and consumers.get(id(n), 0) == 0
                      and all(isinstance(x, int) or x is None for x in reduced))
@@ -801,7 +802,7 @@ def _tree_reduction(da, program, k, graph, pairs, inds, letters, sy, final, aval
     fn = _BlockResult(program, k, aval.dtype, keep=keep)
     partials = da.blockwise(fn, ind, *pairs, new_axes=new_axes or None, adjust_chunks=adjust, dtype=aval.dtype,
                             concatenate=True, meta=np.empty((0,) * in_nd, aval.dtype))
-    combine = _Combine(op, program.factory, program.target)
+    combine = _Combine(op, program.factory, program.target, aval.dtype)
     plan.reductions.append(f"result {k}: {op} over axes {axes}: each block reduces its part (braze), Dask's tree "
                            f"reduction combines the {op} of the parts (braze)")
     return da.reduction(partials, chunk=combine, aggregate=combine, combine=combine, axis=tuple(axes),
@@ -810,20 +811,24 @@ def _tree_reduction(da, program, k, graph, pairs, inds, letters, sy, final, aval
 
 
 class _Combine:
-    """``op`` of the parts along the reduced axes, a compiled braze kernel."""
+    """``op`` of the parts along the reduced axes, a compiled braze kernel, in
+    the result's dtype (a sum of int8 parts wraps as the whole int8 sum does,
+    one of bools is their any: NumPy's own sum of them would promote)."""
 
-    def __init__(self, op, factory, target):
-        self.op, self.factory, self.target = op, factory, target
+    def __init__(self, op, factory, target, dtype):
+        self.op, self.factory, self.target, self.dtype = op, factory, target, np.dtype(dtype)
 
     def __call__(self, x, axis=None, keepdims=False, computing_meta=False, **kwargs):
         if computing_meta:
             return np.empty((0,) * (x.ndim if keepdims else 0), x.dtype)
-        key = ("combine", self.op, axis, keepdims, self.target)
+        key = ("combine", self.op, axis, keepdims, self.target, self.dtype)
         with _compiled_lock:
             f = _compiled.get(key)
             if f is None:
                 reduce = _FINAL_REDUCTIONS[self.op]
-                f = _compiled[key] = self.factory(lambda a: reduce(a, axis=axis, keepdims=keepdims), self.target)
+                kw = {"dtype": self.dtype} if self.op in ("reduce_sum", "reduce_prod") else {}
+                f = _compiled[key] = self.factory(lambda a: reduce(a, axis=axis, keepdims=keepdims, **kw),
+                                                  self.target)
         return f(np.asarray(x))
 
 

@@ -425,3 +425,27 @@ def test_gradient_through_a_written_out_contraction():
         d = np.zeros_like(a)
         d[i, j] = eps
         np.testing.assert_allclose(ga[i, j], (loss(a + d, b) - loss(a - d, b)) / (2 * eps), rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("target", ["cpu", "generic"])
+@pytest.mark.parametrize("dtype", [np.int8, np.bool_, np.float32, np.int64])
+def test_vdot_is_a_dot_in_the_operands_dtype(target, dtype):
+    """np.vdot wraps int8 and is any-of-ands for bools, as a dot product (it
+    was summed as a reduction: int64, and a count for bools)."""
+    a = np.full((2, 3), 100).astype(dtype)
+    b = np.ones(6).astype(dtype)
+    f = braze.compile(lambda a, b: np.vdot(a, b), target=target)
+    got, want = f(a, b), np.vdot(a, b)
+    assert type(got) is type(want) and got == want
+
+
+@pytest.mark.parametrize("spec,shapes", [("i,i", [(3,), (3,)]), ("ij,ij->", [(3, 4), (3, 4)]),
+                                         ("i,i,i->", [(3,), (3,), (3,)]), ("ij->", [(3, 4)])])
+@pytest.mark.parametrize("optimize", [False, True, "greedy"])
+def test_einsum_to_a_scalar_returns_what_numpy_returns(spec, shapes, optimize):
+    """A full contraction is a NumPy scalar, except through NumPy's optimized
+    path (two operands or more), which gives a 0-d array."""
+    ops = [np.arange(np.prod(s), dtype=float).reshape(s) for s in shapes]
+    fn = lambda *xs: np.einsum(spec, *xs, optimize=optimize)  # noqa: E731
+    got, want = braze.compile(fn, target="cpu")(*ops), fn(*ops)
+    assert type(got) is type(want) and got == want

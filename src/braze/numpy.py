@@ -1097,7 +1097,7 @@ def vdot(a, b):
     """``np.vdot``: the dot product of the flattened arrays (equal sizes)."""
     if size(a) != size(b):
         raise ShapeError(f"vdot: vectors of sizes {size(a)} and {size(b)} are not aligned{_where()}")
-    return sum(multiply(ravel(a), ravel(b)))  # noqa: F821
+    return _contract(ravel(a), ravel(b), ([0], [0]))  # (a dot: int8 wraps, bools are any-of-ands, as NumPy's)
 
 
 def inner(a, b):
@@ -1150,7 +1150,10 @@ def einsum(subscripts, *operands, out=None, optimize=False, dtype=None, order="K
         for x in operands:
             _check_cast("einsum", _dtype(x), dtype, casting)
         operands = tuple(astype(x, dtype) for x in operands)
-    return _into_out("einsum", _einsum(subscripts, *operands), out)
+    result = _einsum(subscripts, *operands)
+    if optimize is not False and len(operands) > 1 and _ndim(result) == 0:
+        result = asarray(result)  # (NumPy's optimized path contracts into an array: a 0-d one, not a scalar)
+    return _into_out("einsum", result, out)
 
 
 def _einsum(subscripts, *operands):

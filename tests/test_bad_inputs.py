@@ -954,3 +954,15 @@ def test_in_place_update_of_read_only_input(target):
     w = np.arange(4.0)
     assert_same(f(w), np.array([10.0, 2.0, 4.0, 6.0]))
     assert_same(w, np.array([5.0, 1.0, 2.0, 3.0]))  # the caller's array is updated, as in NumPy
+
+
+@pytest.mark.parametrize("target", ["cpu", "generic"])
+def test_index_arrays_that_do_not_broadcast_raise_numpys_index_error(target):
+    """``a[i, mask]`` whose index lengths differ: an IndexError as NumPy's (it
+    was a bare ValueError from deep inside), a BrazeError naming the shapes."""
+    a, i, m = np.ones((3, 4)), np.array([0, 2]), np.array([True, False, True, True])
+    with pytest.raises(IndexError):
+        a[i, m]
+    with pytest.raises(IndexError, match=r"\(2,\) \(3,\)") as info:
+        braze.compile(lambda a, i, m: a[i, m], target=target)(a, i, m)
+    assert isinstance(info.value, braze.BrazeError)

@@ -89,6 +89,10 @@ class IndexOutOfRangeError(BrazeError, IndexError):
     """An index array held a value out of range (known only when the program runs)."""
 
 
+class IndexShapeError(ShapeError, IndexError):
+    """Index arrays whose shapes do not broadcast together (NumPy's IndexError)."""
+
+
 class PythonIntOverflowError(BrazeError, OverflowError):
     """A Python int out of the range of the integer array it meets (NumPy's OverflowError)."""
 

@@ -114,7 +114,7 @@ class ArrayMethods:
             refused = exc
         fn = ufunc if method == "__call__" else getattr(ufunc, method)
         name = f"numpy.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
-        return self._untraced(fn, name, inputs, kwargs, "braze has no rule for this ufunc call", refused)
+        return self._untraced(fn, name, inputs, kwargs, "braze's rule does not cover this ufunc call", refused)
 
     def __array_function__(self, func, types, args, kwargs):
         impl = bnp.ARRAY_FUNCTIONS.get(func)

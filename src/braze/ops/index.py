@@ -13,7 +13,7 @@ import numpy as np
 from .. import layout
 from ..aval import Aval
 from ..core import NONDIFFERENTIABLE, bind, declare
-from ..errors import DTypeError, GuardFailed, IndexOutOfRangeError, ShapeError, where
+from ..errors import DTypeError, GuardFailed, IndexOutOfRangeError, IndexShapeError, ShapeError, where
 from ._util import broadcast_shapes
 from .elementwise import convert, equal, less, where as select
 from .shape import broadcast_to, dtype_of, full, reshape, shape_of, transpose
@@ -30,7 +30,13 @@ def scatter_add(x, v, *idx, axes):
 def gather_shape(x_shape, index_shapes, axes) -> tuple[int, ...]:
     """NumPy's advanced-indexing result shape: broadcast index dims go in place
     of the indexed axes when those are adjacent, else in front."""
-    b = tuple(np.broadcast_shapes(*index_shapes))
+    try:
+        b = tuple(np.broadcast_shapes(*index_shapes))
+    except ValueError:
+        shown = " ".join(str(tuple(s)) for s in index_shapes)
+        raise IndexShapeError(f"shape mismatch: indexing arrays could not be broadcast together with shapes "
+                              f"{shown}{where()}; a boolean mask selects as many positions as it has True "
+                              "values, which must match the other index arrays' length") from None
     rest = [d for i, d in enumerate(x_shape) if i not in axes]
     adjacent = list(axes) == list(range(axes[0], axes[0] + len(axes)))
     if adjacent:

@@ -1,13 +1,13 @@
-"""``np.searchsorted`` of a short sorted array and ``np.bincount`` of a few
-bins, written as comparisons and sums (braze.numpy): NumPy's values and
-dtypes on every input, the guards that keep them (an array no longer
-sorted, a new number of bins, a negative label) and NumPy's own call for
-everything else."""
+"""``np.searchsorted`` of a short sorted array, ``np.bincount`` of a few bins
+and ``np.interp`` on a short table, written as comparisons, sums and
+selects (braze.numpy): NumPy's values and dtypes on every input, the guards
+that keep them (an array no longer sorted, a new number of bins, a negative
+label) and NumPy's own call for everything else."""
 import numpy as np
 import pytest
 
 import braze
-from braze.numpy import BINCOUNT_UNROLLED, SEARCH_UNROLLED
+from braze.numpy import BINCOUNT_UNROLLED, INTERP_UNROLLED, SEARCH_UNROLLED
 
 from _compare import assert_same
 
@@ -149,3 +149,62 @@ def test_gradient_of_weighted_bins_matches_finite_differences():
     fd = np.array([(loss(w + eps * e) - loss(w - eps * e)) / (2 * eps) for e in np.eye(6)])
     np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(braze.compile(braze.grad(loss), target="cpu")(w), fd, rtol=1e-6, atol=1e-8)
+
+
+def _interp(x, xp, fp):
+    return np.interp(x, xp, fp), np.interp(x, xp, fp, left=-1.0, right=np.inf) * 2
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("m", [1, 2, 11, INTERP_UNROLLED])
+def test_interp_on_a_short_table_is_numpys_bit_for_bit(target, m):
+    """Values at, between and outside the points, NaN and infinite x, and
+    tables holding -0.0, inf and NaN values (NumPy's other-direction retry,
+    its value at a point): the same bits as NumPy's loop."""
+    r = np.random.default_rng(m)
+    xp = np.cumsum(r.random(m) + 0.1) - 1.0
+    fps = [r.standard_normal(m) * 10, np.where(np.arange(m) % 3 == 0, -0.0, xp ** 2)]
+    if m > 3:
+        special = fps[0].copy()
+        special[1], special[2] = np.inf, np.nan
+        fps.append(special)
+    x = np.concatenate([r.random(200) * (xp[-1] - xp[0] + 2) + xp[0] - 1, xp, [np.nan, np.inf, -np.inf, -0.0]])
+    f = braze.compile(_interp, target=target)
+    for fp in fps:
+        for got, want in zip(f(x, xp, fp), _interp(x, xp, fp)):
+            assert got.dtype == want.dtype and np.array_equal(got, want, equal_nan=True)
+            assert np.array_equal(np.signbit(got), np.signbit(want))
+    assert not _broke(f, x, xp, fps[0])
+
+
+def test_interp_dtypes_scalars_and_what_stays_numpys():
+    xp, fp = np.arange(5), np.arange(5) ** 2  # (ints: NumPy interpolates in float64)
+    f = braze.compile(lambda x, xp, fp: np.interp(x, xp, fp), target="cpu")
+    for x in (np.float32(2.5), np.array(1.25), np.arange(6, dtype=np.int8), np.linspace(-1, 5, 7).reshape(7, 1)):
+        got, want = f(x, xp, fp), np.interp(x, xp, fp)
+        assert type(got) is type(want) and got.dtype == want.dtype and np.array_equal(got, want)
+    for xp2 in (np.array([0.0, 2.0, 1.0, 3.0, 4.0]), np.array([0.0, 1.0, 1.0, 3.0, 4.0]),
+                np.arange(INTERP_UNROLLED + 1.0)):  # unsorted, repeated, long: NumPy's own call
+        fp2 = np.arange(len(xp2)) ** 2.0
+        np.testing.assert_array_equal(f(np.linspace(-1, 5, 13), xp2, fp2), np.interp(np.linspace(-1, 5, 13), xp2, fp2))
+    np.testing.assert_array_equal(f(np.linspace(-1, 5, 13), xp, fp), np.interp(np.linspace(-1, 5, 13), xp, fp))
+    g = braze.compile(lambda x: np.interp(x, [0.0, 1.0, 2.0], [0.0, 1.0, 0.0], period=2.0), target="cpu")
+    np.testing.assert_array_equal(g(np.linspace(-3, 3, 9)), np.interp(np.linspace(-3, 3, 9), [0.0, 1.0, 2.0],
+                                                                        [0.0, 1.0, 0.0], period=2.0))
+
+
+def test_gradient_of_interp_in_x_and_the_values():
+    xp = np.array([0.0, 1.0, 2.5, 4.0])
+
+    def loss(x, fp):
+        return np.sum(np.interp(x, xp, fp) ** 2)
+
+    r = np.random.default_rng(6)
+    x, fp = r.random(7) * 5 - 0.5, r.standard_normal(4)  # (none at a point: the kinks)
+    gx, gf = braze.grad(loss, argnums=(0, 1))(x, fp)
+    eps = 1e-6
+    fdx = np.array([(loss(x + eps * e, fp) - loss(x - eps * e, fp)) / (2 * eps) for e in np.eye(7)])
+    fdf = np.array([(loss(x, fp + eps * e) - loss(x, fp - eps * e)) / (2 * eps) for e in np.eye(4)])
+    np.testing.assert_allclose(gx, fdx, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(gf, fdf, rtol=1e-6, atol=1e-8)
+    assert np.all(gx[(x > 0) & (x < 4)] != 0)

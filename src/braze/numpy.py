@@ -2058,14 +2058,7 @@ def searchsorted(a, v, side="left", sorter=None):
         counted = astype(hit, np.intp) if counted is None else UFUNCS["add"](counted, hit)
     if tracer is not None and m > 1:  # (a guard: still sorted at each call)
         edges = astype(tracer, dt, copy=False)
-        descents = None
-        for i in range(m - 1):
-            down = less(edges[i + 1], edges[i])
-            descents = astype(down, np.intp) if descents is None else UFUNCS["add"](descents, down)
-        guard = descents
-        while not hasattr(guard, "_ctx"):  # (watched by a gradient tape: the value it records)
-            guard = guard._value_
-        tracer._ctx.guards.append((guard._node, np.array(0, np.intp), f"np.searchsorted's array sorted{_where()}"))
+        _guard_none(tracer, [less(edges[i + 1], edges[i]) for i in range(m - 1)], "np.searchsorted's array sorted")
     return counted
 
 
@@ -2107,12 +2100,82 @@ def bincount(x, /, weights=None, minlength=0):
     if tracer is not None and n:  # (a guard: the same number of bins, no negative label)
         t = astype(tracer, np.intp, copy=False)
         top = UFUNCS["maximum"](max(t) + 1, int(minlength))
-        guard = where(min(t) < 0, -1, top)
-        while not hasattr(guard, "_ctx"):
-            guard = guard._value_
-        tracer._ctx.guards.append((guard._node, np.array(bins, np.intp),
-                                   f"np.bincount's number of bins ({bins}){_where()}"))
+        _guard(tracer, where(min(t) < 0, -1, top), bins, f"np.bincount's number of bins ({bins})")
     return stack(sums)
+
+
+def _guard(tracer, value, expected, what: str) -> None:
+    """Check at each call that traced ``value`` (of ``tracer``'s trace) is still ``expected``."""
+    while not hasattr(value, "_ctx"):  # (watched by a gradient tape: the value it records)
+        value = value._value_
+    tracer._ctx.guards.append((value._node, np.array(expected, value._node.aval.dtype), f"{what}{_where()}"))
+
+
+def _guard_none(tracer, flags: list, what: str) -> None:
+    """A guard that none of the traced bools ``flags`` holds at a call."""
+    count = astype(flags[0], np.intp)
+    for f in flags[1:]:
+        count = UFUNCS["add"](count, f)
+    _guard(tracer, count, 0, what)
+
+
+# ``np.interp`` on a short table (at most 16 points, strictly increasing: checked
+# when traced, guarded at each call): NumPy's formula and its special cases
+# written out over the segments, one fused pass, differentiable in x and fp.
+# Longer or other tables, ``period=`` and complex values run as NumPy's call.
+INTERP_UNROLLED = 16
+
+
+def interp(x, xp, fp, left=None, right=None, period=None):
+    """``np.interp`` of a short increasing table, NumPy's values bit for bit."""
+    def refuse(why):
+        return UnsupportedOpError(f"numpy.interp: {why}{_where()}; runs as NumPy's call")
+
+    m = _shape(xp)[0] if _ndim(xp) == 1 else 0
+    if period is not None or _ndim(xp) != 1 or _shape(fp) != _shape(xp) or not 1 <= m <= INTERP_UNROLLED:
+        raise refuse("period=, a table not 1-D or of another length, or longer than 16 points")
+    if builtins.any(_dtype(a).kind not in "biuf" for a in (x, xp, fp, left, right) if a is not None):
+        raise refuse("a complex or non-numeric value")
+    known = _search_table(xp)
+    if known is None:
+        raise refuse("the table's points are not known while tracing")
+    table, tracer = known
+    table = table.astype(np.float64)
+    if not np.all(table[1:] > table[:-1]):
+        raise refuse("the points are not strictly increasing")
+    f64 = np.float64
+    x = asarray(x, dtype=f64)
+    px, py = astype(xp, f64, copy=False), astype(fp, f64, copy=False)
+    lo_x, lo_f = px[0], py[0]
+    low = lo_f if left is None else asarray(left, dtype=f64)
+    high = py[m - 1] if right is None else asarray(right, dtype=f64)
+    if m == 1:
+        r = where(UFUNCS["less"](x, lo_x), low, where(UFUNCS["greater"](x, lo_x), high, lo_f))
+        return r[()] if _ndim(r) == 0 else r  # (NumPy's: a scalar for a 0-d x)
+    sub, div, mul, add = UFUNCS["subtract"], UFUNCS["divide"], UFUNCS["multiply"], UFUNCS["add"]
+    isnan, eq = UFUNCS["isnan"], UFUNCS["equal"]
+    slope = div(sub(py[1], py[0]), sub(px[1], px[0]))
+    hi_x, hi_f = px[1], py[1]
+    for k in range(1, m - 1):  # the segment x falls in: the last whose start is at most x
+        at = UFUNCS["greater_equal"](x, px[k])
+        seg = div(sub(py[k + 1], py[k]), sub(px[k + 1], px[k]))
+        lo_x, lo_f, hi_x, hi_f = where(at, px[k], lo_x), where(at, py[k], lo_f), where(at, px[k + 1], hi_x), \
+            where(at, py[k + 1], hi_f)
+        slope = where(at, seg, slope)
+    r = add(mul(slope, sub(x, lo_x)), lo_f)
+    r = where(isnan(r), add(mul(slope, sub(x, hi_x)), hi_f), r)  # (NaN one way: the other, as NumPy)
+    r = where(UFUNCS["logical_and"](isnan(r), eq(lo_f, hi_f)), lo_f, r)
+    # at a point, its value (NumPy's, exactly: its -0.0 too; elsewhere the formula
+    # gives it already, and its gradient in x is the segment's slope)
+    exact = UFUNCS["logical_or"](UFUNCS["logical_not"](UFUNCS["isfinite"](slope)), eq(lo_f, 0.0))
+    r = where(UFUNCS["logical_and"](eq(x, lo_x), exact), lo_f, r)
+    r = where(eq(x, px[m - 1]), py[m - 1], r)
+    r = where(UFUNCS["less"](x, px[0]), low, where(UFUNCS["greater"](x, px[m - 1]), high, r))
+    if tracer is not None:
+        _guard_none(tracer, [UFUNCS["logical_not"](UFUNCS["greater"](px[k + 1], px[k])) for k in range(m - 1)],
+                    "np.interp's points increasing")
+    r = where(isnan(x), x, r)
+    return r[()] if _ndim(r) == 0 else r
 
 
 def _search_table(a):

@@ -862,3 +862,50 @@ def test_a_traced_float_scalar_has_python_floats_methods():
         assert g(x) == (x.sum().is_integer(), x.max().as_integer_ratio(), x.min().hex())
     with pytest.raises(AttributeError):
         braze.compile(lambda x: x.is_integer(), target="cpu")(np.ones(3))
+
+
+def _scaled(x, dt):
+    c = 1.0 / dt
+    return x * c
+
+
+@pytest.mark.parametrize("fn,good,bad,error", [
+    (lambda a, b: a / b, (1.0, 4.0), (1.0, 0.0), ZeroDivisionError),
+    (lambda a, b: a // b + a % b, (7.0, 2.0), (7.0, 0.0), ZeroDivisionError),
+    (lambda a, b: divmod(a, b)[1], (7.5, 2.0), (7.5, -0.0), ZeroDivisionError),
+    (lambda a, b: 3.0 / b + a, (1.0, 2.0), (1.0, 0.0), ZeroDivisionError),
+    (lambda a, b: a ** b, (2.0, 0.5), (0.0, -1.0), ZeroDivisionError),
+    (lambda a, b: a ** b, (2.0, 3.0), (10.0, 400.0), OverflowError),
+    (lambda a, b: 2.0 ** b + a, (1.0, 3.0), (1.0, 2000.0), OverflowError),
+], ids=["divide", "floor and mod", "divmod", "reflected", "zero to a negative power", "overflow", "reflected power"])
+def test_python_floats_meeting_raise_as_python_does(fn, good, bad, error):
+    """Two Python numbers (a float argument is traced as a weak float64) follow
+    Python's arithmetic: a division by zero or an overflowing power raises,
+    at the first call or, guarded, at a later one; NumPy's float64 gave inf."""
+    f = braze.compile(fn, target="cpu")
+    with pytest.raises(error):
+        f(*bad)
+    assert f(*good) == fn(*good)
+    with pytest.raises(error):
+        f(*bad)
+    assert f(*good) == fn(*good)
+
+
+def test_a_python_float_step_size_of_zero_raises_and_numpy_values_keep_numpys_rules():
+    f = braze.compile(_scaled, target="cpu")
+    x = np.ones(3)
+    np.testing.assert_array_equal(f(x, 0.5), _scaled(x, 0.5))
+    with pytest.raises(ZeroDivisionError):
+        f(x, 0.0)
+    with np.errstate(divide="ignore"):  # NumPy scalars and arrays: NumPy's inf, no error
+        for dt in (np.float64(0.0), np.array(0.0), np.zeros(3)):
+            np.testing.assert_array_equal(f(x, dt), _scaled(x, dt))
+        g = braze.compile(lambda x, b: x / b, target="cpu")
+        np.testing.assert_array_equal(g(x, 0.0), x / 0.0)
+
+
+def test_a_negative_python_float_to_a_fractional_power_is_complex_as_in_python():
+    f = braze.compile(lambda a, b: a ** b, target="cpu")
+    assert f(4.0, 0.5) == 2.0
+    assert f(-8.0, 0.5) == (-8.0) ** 0.5  # (complex: the call runs as Python)
+    assert f(-8.0, 2.0) == 64.0

@@ -55,7 +55,10 @@ def _pow(self, other):
         if getattr(self, "weak", False) and hasattr(other, "dtype") and not getattr(other, "weak", False):
             # a Python number ** a NumPy scalar is NumPy's scalar math in the scalar's type (NEP 50)
             self = bnp.astype(self, np.result_type(self.dtype.type(0).item(), other.dtype))
-        return bind("scalar_power", self, other)  # NumPy's scalar math: C's pow (an array: NumPy's power)
+        result = bind("scalar_power", self, other)  # NumPy's scalar math: C's pow (an array: NumPy's power)
+        if _python_number(self) and _python_number(other) and np.dtype(bnp._dtype(result)).kind == "f":
+            return _python_power(self, other, result)
+        return result
     if type(other) is int and other == 2 and np.dtype(self.dtype) == np.bool_:
         return bnp.square(self)  # NumPy's fast path for ** 2: bool ** 2 is int8, as np.square gives
     return bind("power", self, other)
@@ -68,15 +71,86 @@ def _is_array(value) -> bool:
     return is_ndarray(value)
 
 
-def _binary(name: str, reflected: bool = False):
+def _checked(name: str):
+    """The op, with Python's errors where two Python numbers meet (below)."""
     fn = _raw(name)
+    if name in _PYTHON_ZERO:
+        return lambda a, b: _python_division(name, a, b, fn)
+    if name == "power":
+        return lambda a, b: (_python_power(a, b, fn(a, b)) if _python_number(a) and _python_number(b)
+                             and np.dtype(bnp._dtype(fn(a, b))).kind == "f" else fn(a, b))
+    return fn
+
+
+def _binary(name: str, reflected: bool = False):
+    fn = _checked(name)
     if reflected:
         return lambda self, other: fn(other, self)
     return lambda self, other: fn(self, other)
 
 
+# Python's float arithmetic, where two Python numbers meet (a Python float
+# argument, traced as a weak float64, divided by another or by a literal):
+# ZeroDivisionError, OverflowError and complex powers where NumPy's float64 gives
+# inf or nan. A value known when traced raises at once; one that is not is
+# guarded, and a call where it fails traces again and raises there.
+_PYTHON_ZERO = {"divide": "float division by zero", "floor_divide": "float floor division by zero",
+                "remainder": "float modulo", "divmod": "float divmod()"}
+
+
+def _python_number(v) -> bool:
+    if isinstance(v, ArrayMethods):
+        return type(v).__name__ == "Tracer" and v._is_scalar() and v.weak and np.dtype(v.dtype).kind in "biuf"
+    return type(v) in (bool, int, float)
+
+
+def _traced_value(v):
+    """(the value now, whether it changes between calls), or None where the trace has none."""
+    if not isinstance(v, ArrayMethods):
+        return v, False
+    if not v._ctx.can_break():
+        return None
+    return np.asarray(v._ctx.value(v._node))[()], v._node.op != "const"
+
+
+def _python_division(name: str, a, b, fn):
+    if not (_python_number(a) and _python_number(b)):
+        return fn(a, b)
+    known = _traced_value(b)
+    if known is not None:
+        value, changes = known
+        if value == 0:
+            raise ZeroDivisionError(_PYTHON_ZERO[name] if isinstance(value, float) or np.dtype(bnp._dtype(a)).kind
+                                    == "f" else "division by zero")
+        if changes:
+            bnp._guard(b, bind("not_equal", b, 0), True, f"a Python number divided by {b.aval} (not zero)")
+    return fn(a, b)
+
+
+def _python_power(a, b, result):
+    """Python's float ** float: 0.0 ** -1.0 and 10.0 ** 400.0 raise, (-8.0) ** 0.5 is complex."""
+    known_a, known_b = _traced_value(a), _traced_value(b)
+    if known_a is None or known_b is None:
+        return result
+    (x, a_changes), (y, b_changes) = known_a, known_b
+    if x == 0 and y < 0:
+        raise ZeroDivisionError("0.0 cannot be raised to a negative power")
+    if x < 0 and y != math.floor(y) and math.isfinite(y):
+        raise UnsupportedOpError(f"a negative Python number to a fractional power is complex in Python{where()}; "
+                                 "braze traces no complex values")
+    if math.isfinite(x) and math.isfinite(y) and not math.isfinite(float(_traced_value(result)[0])):
+        raise OverflowError(34, "Numerical result out of range")
+    if a_changes or b_changes:
+        ok = bnp.logical_not(bnp.logical_or(bnp.logical_or(
+            bnp.logical_and(bnp.equal(a, 0), bnp.less(b, 0)),
+            bnp.logical_and(bnp.less(a, 0), bnp.logical_and(bnp.not_equal(b, bnp.floor(b)), bnp.isfinite(b)))),
+            bnp.logical_and(bnp.isinf(result), bnp.logical_and(bnp.isfinite(a), bnp.isfinite(b)))))
+        bnp._guard(a if a_changes else b, ok, True, "a Python number's power (no error, a real result)")
+    return result
+
+
 def _inplace(name: str):
-    fn = _raw(name) if name != "matmul" else bnp.matmul
+    fn = _checked(name) if name != "matmul" else bnp.matmul
     if name == "power":
         fn = _pow
 
@@ -323,10 +397,12 @@ class ArrayMethods:
         return bnp.matmul(other, self)
 
     def __divmod__(self, other):
-        return bind("floor_divide", self, other), bind("remainder", self, other)
+        return (_python_division("divmod", self, other, _raw("floor_divide")),
+                _python_division("divmod", self, other, _raw("remainder")))
 
     def __rdivmod__(self, other):
-        return bind("floor_divide", other, self), bind("remainder", other, self)
+        return (_python_division("divmod", other, self, _raw("floor_divide")),
+                _python_division("divmod", other, self, _raw("remainder")))
 
     def __neg__(self):
         return bind("negative", self)

@@ -27,6 +27,12 @@ from .targets import resolve
 MAX_RESPECIALIZATIONS = 8
 
 
+def _same_items(d: dict, items: tuple) -> bool:
+    """Whether dict ``d`` still holds the very objects ``items`` recorded (a
+    keyword-only default set in place: ``fn.__kwdefaults__["by"] = 2.0``)."""
+    return len(d) == len(items) and all(d.get(k, _same_items) is v for k, v in items)
+
+
 class Compiled:
     """A function compiled for a target. Call it like the original."""
 
@@ -58,22 +64,22 @@ class Compiled:
 
     # ---- calling
     def __call__(self, *args, **kwargs):
-        if not kwargs:
-            # Fast path: plain positional ndarrays whose shapes, dtypes and strides were seen.
-            try:
-                fast = self._fast.get(tuple([(a.shape, a.dtype, a.strides) for a in args if type(a) is np.ndarray]))
-            except AttributeError:
-                fast = None
-            if (fast is not None and fast[1] == len(args) and type(current_context()) is EagerContext
-                    and getattr(self.fn, "__defaults__", None) is fast[3]
-                    and getattr(self.fn, "__kwdefaults__", None) is fast[4]
-                    and fast[2].registry_version == registry.VERSION[0] and not registry.disabled_state()
-                    and (len(args) < 2 or calling.distinct_owners(args))
-                    and (not fast[2].pins or stale(fast[2].pins, fast[2].contents, fast[2].shapes) is None)):
+        # Fast path: flat arguments (arrays, numbers, strings) whose kinds were seen
+        fast = self._fast.get(self.signature.fast_key(args, kwargs)) if self._fast else None
+        if (fast is not None and type(current_context()) is EagerContext
+                and getattr(self.fn, "__defaults__", None) is fast[3]
+                and getattr(self.fn, "__kwdefaults__", None) is fast[4]
+                and (fast[4] is None or _same_items(fast[4], fast[6]))
+                and fast[2].registry_version == registry.VERSION[0] and not registry.disabled_state()
+                and (not fast[2].pins or stale(fast[2].pins, fast[2].contents, fast[2].shapes) is None)):
+            dynamic = [args[j] if k == 0 else kwargs[j] if k == 1 else j for k, j in fast[1]]
+            if fast[5] and not calling.distinct_owners([dynamic[i] for i in fast[5]]):
+                fast = None  # (arrays sharing memory: the slow path plans their aliases)
+            else:
                 self._programs.info.hits += 1
                 self._programs.peek(fast[2].key)
                 try:
-                    return fast[0](list(args))
+                    return fast[0](dynamic)
                 except _RUNTIME_ERRORS as exc:
                     return self._as_numpy_after_error(fast[2], exc, args, kwargs)
         if not isinstance(current_context(), EagerContext):
@@ -93,12 +99,15 @@ class Compiled:
                 return self._run_guarded(program, call, args, kwargs)
             except _RUNTIME_ERRORS as exc:
                 return self._as_numpy_after_error(program, exc, args, kwargs)
-        if (not kwargs and len(call.dynamic) == len(args) and not registry.disabled_state() and not call.aliases
-                and all(type(a) is np.ndarray and a is d for a, d in zip(args, call.dynamic))):
+        fast_key = self.signature.fast_key(args, kwargs) if call.sources is not None else None
+        if fast_key is not None and not registry.disabled_state() and not call.aliases:
             # (with the defaults it binds: ``fn.__defaults__ = (5,)`` since is another call)
-            self._fast[tuple((a.shape, a.dtype, a.strides) for a in args)] = (
-                self._runner(program), len(args), program, getattr(self.fn, "__defaults__", None),
-                getattr(self.fn, "__kwdefaults__", None))
+            arrays = tuple(i for i, d in enumerate(call.dynamic) if type(d) is np.ndarray)
+            kwdefaults = getattr(self.fn, "__kwdefaults__", None)
+            self._fast[fast_key] = (self._runner(program), call.sources, program,
+                                    getattr(self.fn, "__defaults__", None), kwdefaults,
+                                    arrays if len(arrays) > 1 else (),
+                                    None if kwdefaults is None else tuple(kwdefaults.items()))
         try:
             return self._run(program, call)
         except _RUNTIME_ERRORS as exc:

@@ -412,6 +412,7 @@ class Call:
     odd: tuple = ()  # (name, value) of arguments that are None or strings without being declared static
     specs: list = field(default_factory=list)     # an InputSpec per dynamic leaf
     aliases: Any = NO_ALIASES                     # leaves that share memory (AliasPlan)
+    sources: tuple | None = None                  # where each dynamic leaf came from (Signature.fast_key)
 
     @property
     def inputs(self) -> list:
@@ -471,6 +472,49 @@ class Signature:
             self.static_argnames += tuple(n for n in fn.attr_names if n not in self.static_argnames)
         self.donate_argnums = _as_tuple(donate_argnums)
         self._check_options()
+        self._static_positions, self._static_names = self._statics_by_place()
+
+    def _statics_by_place(self) -> tuple:
+        """(positions, names) of the static parameters, for ``fast_key``; None
+        where a call's places do not tell (``*args``, no signature)."""
+        if self.sig is None or any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in self.sig.parameters.values()):
+            return None, None
+        positional = [p.name for p in self.sig.parameters.values()
+                      if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+        positions = set(self.static_argnums) | {i for i, n in enumerate(positional) if n in self.static_argnames}
+        names = set(self.static_argnames) | {positional[i] for i in self.static_argnums if i < len(positional)}
+        return frozenset(positions), frozenset(names)
+
+    def fast_key(self, args, kwargs) -> tuple | None:
+        """The key of a call whose arguments are all flat (arrays, Python and
+        NumPy numbers, strings, None) for the compiled function's fast path: its
+        arrays' shapes, dtypes and strides, its numbers' types, its other
+        values themselves. None for any other call (pytrees, static numbers)."""
+        positions = self._static_positions
+        parts = []
+        for i, a in enumerate(args):
+            t = type(a)
+            if t is np.ndarray:
+                parts.append((a.shape, a.dtype, a.strides))
+            elif t is int or t is bool or t is str or a is None:
+                parts.append((t, a))
+            elif (t is float or isinstance(a, np.generic)) and positions is not None and i not in positions:
+                parts.append(t)
+            else:
+                return None
+        if kwargs:
+            names = self._static_names
+            for k, a in kwargs.items():
+                t = type(a)
+                if t is np.ndarray:
+                    parts.append((k, a.shape, a.dtype, a.strides))
+                elif t is int or t is bool or t is str or a is None:
+                    parts.append((k, t, a))
+                elif (t is float or isinstance(a, np.generic)) and names is not None and k not in names:
+                    parts.append((k, t))
+                else:
+                    return None
+        return tuple(parts)
 
     def _check_options(self) -> None:
         """static_argnums/static_argnames/donate_argnums must name parameters of fn."""
@@ -516,6 +560,7 @@ class Signature:
             kinds = {}
         key_parts, dynamic, avals, names, statics, donated, specs = [], [], [], [], [], [], []
         odd = []
+        sources: list | None = []  # per dynamic leaf: (0, position) / (1, keyword) / (2, default value)
         target = self.target.name
         for position, (name, value) in enumerate(items):
             if position in self.static_argnums or name in self.static_argnames:
@@ -538,6 +583,16 @@ class Signature:
                             f"for target {target!r}{where()}; compile it with target='cuda', or "
                             "copy the array to the host first (.copy_to_host(), .get(), .cpu().numpy())")
                     aval = aval_of_value(leaf, f"argument {path}")
+                    if sources is not None:
+                        if leaf is not value:  # (inside a pytree: the slow path's)
+                            sources = None
+                        elif name in kwargs:
+                            sources.append((1, name))
+                        elif position < len(args) and kinds.get(name, inspect.Parameter.POSITIONAL_ONLY) in (
+                                inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+                            sources.append((0, position))
+                        else:
+                            sources.append((2, value))
                     if donate:
                         donated.append(len(dynamic))
                     lkey = leaf_key(leaf, aval)
@@ -575,7 +630,8 @@ class Signature:
                     pos.append(value)
             return pos, kw
 
-        return Call(key, dynamic, avals, names, statics, rebuild, tuple(donated), tuple(odd), specs, aliases)
+        return Call(key, dynamic, avals, names, statics, rebuild, tuple(donated), tuple(odd), specs, aliases,
+                    None if sources is None else tuple(sources))
 
 
 def miss_reason(last: Call | None, call: Call) -> str:

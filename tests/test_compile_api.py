@@ -660,3 +660,28 @@ def test_the_fast_path_keeps_static_numbers_and_aliased_keywords_exact():
         np.testing.assert_array_equal(g(x=a, y=b), np.ones(3) * (a[0] + 1.0))
     a2 = np.zeros(3)
     np.testing.assert_array_equal(g(x=a2, y=a2), np.full(3, 2.0))  # (y is x: it sees the update)
+
+
+def test_programs_with_guards_take_the_fast_path_and_retrace_when_a_guard_fails(monkeypatch):
+    """A graph break's guard (here the number of bins a count found) is checked
+    after a fast-path run; a failed one traces again, as the slow path does,
+    and after MAX_RESPECIALIZATIONS the call signature runs as NumPy."""
+    from braze.api import MAX_RESPECIALIZATIONS
+
+    def counts(labels, w):
+        return np.bincount(labels, weights=w) * 2.0
+
+    f = braze.compile(counts, target="cpu")
+    w = np.ones(6)
+    first = np.array([0, 1, 1, 2, 2, 2])
+    np.testing.assert_array_equal(f(first, w), counts(first, w))
+    split = braze.api.calling.Signature.split
+    monkeypatch.setattr(braze.api.calling.Signature, "split",
+                        lambda *a, **k: pytest.fail("the fast path bound the signature"))
+    again = np.array([2, 1, 0, 2, 1, 0])  # (the same number of bins: the guard holds)
+    np.testing.assert_array_equal(f(again, w * 3), counts(again, w * 3))
+    monkeypatch.setattr(braze.api.calling.Signature, "split", split)
+    for k in range(4, 4 + MAX_RESPECIALIZATIONS + 2):  # a new number of bins each call
+        labels = np.array([0, 1, k - 1, 2, 2, 1])
+        np.testing.assert_array_equal(f(labels, w), counts(labels, w))
+    assert any("re-specialized" in r for r in f.cache_info().reasons)

@@ -79,7 +79,11 @@ class Compiled:
                 self._programs.info.hits += 1
                 self._programs.peek(fast[2].key)
                 try:
-                    return fast[0](dynamic)
+                    try:
+                        return fast[0](dynamic)
+                    except GuardFailed as exc:  # (a graph break's guard: traced again, as the slow path would)
+                        return self._run_guarded(fast[2], self.signature.split(args, kwargs), args, kwargs,
+                                                 failed=str(exc))
                 except _RUNTIME_ERRORS as exc:
                     return self._as_numpy_after_error(fast[2], exc, args, kwargs)
         if not isinstance(current_context(), EagerContext):
@@ -94,11 +98,6 @@ class Compiled:
             return self.fn(*args, **kwargs)
         if program.mutated and (program.graph.captures or program.pins) and _updates_a_capture(program, call):
             return self.fn(*args, **kwargs)  # (an argument updated is a global it reads: NumPy's order)
-        if program.breaks:
-            try:
-                return self._run_guarded(program, call, args, kwargs)
-            except _RUNTIME_ERRORS as exc:
-                return self._as_numpy_after_error(program, exc, args, kwargs)
         fast_key = self.signature.fast_key(args, kwargs) if call.sources is not None else None
         if fast_key is not None and not registry.disabled_state() and not call.aliases:
             # (with the defaults it binds: ``fn.__defaults__ = (5,)`` since is another call)
@@ -108,6 +107,11 @@ class Compiled:
                                     getattr(self.fn, "__defaults__", None), kwdefaults,
                                     arrays if len(arrays) > 1 else (),
                                     None if kwdefaults is None else tuple(kwdefaults.items()))
+        if program.breaks:
+            try:
+                return self._run_guarded(program, call, args, kwargs)
+            except _RUNTIME_ERRORS as exc:
+                return self._as_numpy_after_error(program, exc, args, kwargs)
         try:
             return self._run(program, call)
         except _RUNTIME_ERRORS as exc:
@@ -191,7 +195,7 @@ class Compiled:
         """A closure running ``program`` on a list of arrays, with as little work as possible."""
         run, mutated, tree = program.executable.run, program.mutated, program.out_tree
         general = lambda dynamic: self._run(program, dynamic)  # noqa: E731
-        if pipeline.CHECK_RESULTS:
+        if pipeline.CHECK_RESULTS or program.guards:  # (guards are checked after the run: pipeline.run)
             return general
         # (a registry change replaces program.executable and clears the fast path)
         spec = program.outputs[0] if program.outputs else None
@@ -210,15 +214,20 @@ class Compiled:
             return single
         return general
 
-    def _run_guarded(self, program: Program, call, args, kwargs):
+    def _run_guarded(self, program: Program, call, args, kwargs, failed: str | None = None):
         """Run a program with graph breaks; where a guard finds a value it was
         specialized on changed, trace again for this call (at most
-        ``MAX_RESPECIALIZATIONS`` times per call signature, then run NumPy)."""
+        ``MAX_RESPECIALIZATIONS`` times per call signature, then run NumPy).
+        ``failed``: the reason a run of this call just failed its guard (the fast path's)."""
         while True:
-            try:
-                return self._run(program, call)
-            except GuardFailed as exc:
-                reason = str(exc)
+            if failed is None:
+                try:
+                    return self._run(program, call)
+                except GuardFailed as exc:
+                    reason = str(exc)
+            else:
+                reason, failed = failed, None
+            self._forget_fast(program)  # (replaced below, or NumPy's from now)
             rebuilds = program.rebuilds + 1
             if rebuilds > MAX_RESPECIALIZATIONS:
                 self._eager_keys.add(call.key)

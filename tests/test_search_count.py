@@ -208,3 +208,18 @@ def test_gradient_of_interp_in_x_and_the_values():
     np.testing.assert_allclose(gx, fdx, rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(gf, fdf, rtol=1e-6, atol=1e-8)
     assert np.all(gx[(x > 0) & (x < 4)] != 0)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("bins", [np.array([0.0, 5.0, 10.0, 15.0, 20.0]), np.array([20.0, 15.0, 10.0, 5.0, 0.0]),
+                                  np.array([1, 1, 3]), np.array([3.0, 3.0, 1.0])], ids=["up", "down", "ties", "down ties"])
+def test_digitize_is_numpys_in_either_direction(target, bins):
+    x = np.array([-1.0, 0.0, 1.2, 5.0, 10.0, 12.4, 15.5, 20.0, 25.0, np.nan, 1.0, 3.0])
+    f = braze.compile(lambda x, b: (np.digitize(x, b), np.digitize(x, b, right=True)), target=target)
+    want = (np.digitize(x, bins), np.digitize(x, bins, right=True))
+    assert_same(f(x, bins), want)
+    assert not _broke(f, x, bins)
+    flipped = bins[::-1].copy()  # (the other direction at a later call: guarded, then NumPy's)
+    assert_same(f(x, flipped), (np.digitize(x, flipped), np.digitize(x, flipped, right=True)))
+    with pytest.raises(ValueError, match="monotonically"):
+        f(x, np.array([1.0, 3.0, 2.0]))

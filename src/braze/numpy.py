@@ -2062,6 +2062,25 @@ def searchsorted(a, v, side="left", sorter=None):
     return counted
 
 
+def digitize(x, bins, right=False):
+    """``np.digitize``: NumPy's definition (a search of the bins, reversed when
+    they decrease), with braze's search of a short sorted array."""
+    if _dtype(x).kind == "c":
+        raise TypeError("x may not be complex")
+    known = _search_table(bins) if _ndim(bins) == 1 else None
+    if known is None:
+        raise UnsupportedOpError(f"numpy.digitize: bins not 1-D or not known while tracing{_where()}; "
+                                 "runs as NumPy's call")
+    mono = np._core.multiarray._monotonicity(known[0])
+    if mono == 0:
+        raise UnsupportedOpError(f"numpy.digitize: bins neither increasing nor decreasing{_where()}; runs as "
+                                 "NumPy's call (which raises)")
+    side = "left" if right else "right"
+    if mono == -1:
+        return UFUNCS["subtract"](_shape(bins)[0], searchsorted(bins[::-1], x, side=side))
+    return searchsorted(bins, x, side=side)
+
+
 # A count of a few labels (``np.bincount(labels, minlength=k)``, the weighted
 # one too) is one sum per label, all in one pass over the labels fused with
 # their producers (NumPy's loop stores to a random bin per element). The

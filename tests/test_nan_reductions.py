@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import braze
-from _compare import central_differences
+from _compare import assert_same, central_differences
 
 TARGETS = ["generic", "cpu"]
 W = np.random.default_rng(1).random(5)
@@ -84,3 +84,36 @@ def test_gradients_match_central_differences(loss):
     want = central_differences(loss, x)
     np.testing.assert_allclose(braze.grad(loss)(x), want, rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(braze.compile(braze.grad(loss), target="cpu")(x), want, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("target", ["cpu", "generic"])
+def test_average_with_traced_weights_is_numpys_and_guards_a_zero_sum(target):
+    """Weights that are arguments (traced): NumPy's values, ``returned=``, a
+    weight vector along an axis; a sum of zero raises NumPy's
+    ZeroDivisionError at the first call or, guarded, a later one."""
+    def f(a, w, v):
+        return np.average(a, weights=w), np.average(a, axis=1, weights=v, returned=True), np.average(a, 0, w)
+
+    r = np.random.default_rng(2)
+    a, w, v = r.standard_normal((3, 4)), r.random((3, 4)) + 0.1, np.array([1.0, 2.0, 0.0, 1.0])
+    g = braze.compile(f, target=target)
+    for scale in (1.0, 3.0):
+        assert_same(g(a, w * scale, v * scale), f(a, w * scale, v * scale))
+    with pytest.raises(ZeroDivisionError):
+        g(a, w, np.array([1.0, -1.0, 0.0, 0.0]))
+    with pytest.raises(ZeroDivisionError):
+        braze.compile(f, target=target)(a, w, np.zeros(4))
+    assert_same(g(a, w, v), f(a, w, v))
+
+
+def test_gradient_of_an_average_in_its_weights():
+    x = np.array([1.0, 2.0, 3.0, 4.0])
+
+    def loss(w):
+        return np.average(x, weights=w) ** 2
+
+    w = np.array([3.0, 1.0, 2.0, 5.0])
+    eps = 1e-6
+    fd = np.array([(loss(w + eps * e) - loss(w - eps * e)) / (2 * eps) for e in np.eye(4)])
+    np.testing.assert_allclose(braze.grad(loss)(w), fd, rtol=1e-6)
+    np.testing.assert_allclose(braze.compile(braze.grad(loss), target="cpu")(w), fd, rtol=1e-6)

@@ -659,39 +659,51 @@ nanmin = _nan_extremum("nanmin", min, np.inf)
 
 
 def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
-    """``np.average`` as NumPy computes it. Weights given as data (a NumPy
-    array) are checked when traced (their sum may not be zero); traced
-    weights run as NumPy (that check depends on their values)."""
+    """``np.average`` as NumPy computes it. Weights whose sum may be zero raise
+    NumPy's ZeroDivisionError: checked when traced, and traced weights guarded
+    at each call."""
     keep = {"keepdims": keepdims} if keepdims else {}
     if weights is None:
         avg = mean(a, axis, **keep)
         scl = _dtype(avg).type(int(np.prod(_shape(a))) / int(np.prod(_shape(avg))))
     else:
-        if _is_braze_array(weights):
-            raise _unsupported("average", "traced weights=", "pass the weights as a NumPy array, or compute "
-                               "(a * w).sum(axis) / w.sum(axis)")
-        wgt = np.asarray(weights)
+        traced = _is_braze_array(weights)
+        wgt = weights if traced else np.asarray(weights)
         if _dtype(a).kind in "biu":
-            result = np.result_type(_dtype(a), wgt.dtype, "f8")
+            result = np.result_type(_dtype(a), _dtype(wgt), "f8")
         else:
-            result = np.result_type(_dtype(a), wgt.dtype)
-        if _shape(a) != wgt.shape:
+            result = np.result_type(_dtype(a), _dtype(wgt))
+        if _shape(a) != _shape(wgt):
             if axis is None:
                 raise DTypeError(f"average: axis must be specified when shapes of a and weights differ{_where()}")
-            if wgt.ndim != 1:
+            if _ndim(wgt) != 1:
                 raise DTypeError(f"average: 1D weights expected when shapes of a and weights differ{_where()}")
             ax = normalize_axis("average", axis, _ndim(a), _shape(a))
-            if wgt.shape[0] != _shape(a)[ax]:
+            if _shape(wgt)[0] != _shape(a)[ax]:
                 raise ShapeError(f"average: length of weights not compatible with specified axis{_where()}")
-            wgt = np.broadcast_to(wgt, (_ndim(a) - 1) * (1,) + wgt.shape).swapaxes(-1, ax)
-        scl = wgt.sum(axis=axis, dtype=result, **keep)
-        if np.any(scl == 0.0):
-            raise ZeroDivisionError("Weights sum to zero, can't be normalized")
-        avg = divide(sum(multiply(astype(a, result), wgt.astype(result)), axis, **keep), scl)  # noqa: F821
+            along = tuple(_shape(wgt)[0] if d == ax else 1 for d in range(_ndim(a)))
+            wgt = reshape(wgt, along) if traced else np.broadcast_to(wgt, (_ndim(a) - 1) * (1,) + wgt.shape).swapaxes(-1, ax)
+        if traced:
+            wgt = astype(wgt, result)
+            scl = sum(wgt, axis, **keep)  # noqa: F821
+            known = _search_table(scl)
+            if known is None:
+                raise _unsupported("average", "traced weights= where the trace has no values",
+                                   "compute (a * w).sum(axis) / w.sum(axis)")
+            if np.any(known[0] == 0.0):
+                raise ZeroDivisionError("Weights sum to zero, can't be normalized")
+            if known[1] is not None:
+                _guard(known[1], sum(UFUNCS["equal"](scl, 0.0), dtype=np.intp), 0, "np.average's weights not summing to 0")  # noqa: F821
+        else:
+            scl = wgt.sum(axis=axis, dtype=result, **keep)
+            if np.any(scl == 0.0):
+                raise ZeroDivisionError("Weights sum to zero, can't be normalized")
+            wgt = wgt.astype(result)
+        avg = divide(sum(multiply(astype(a, result), wgt), axis, **keep), scl)  # noqa: F821
     if not returned:
         return avg
     if np.shape(scl) != _shape(avg):
-        scl = np.broadcast_to(scl, _shape(avg)).copy()
+        scl = broadcast_to(scl, _shape(avg)) if _is_braze_array(scl) else np.broadcast_to(scl, _shape(avg)).copy()
     return avg, scl
 
 

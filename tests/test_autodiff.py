@@ -767,3 +767,31 @@ def test_einsum_with_a_repeated_index_differentiates(subscripts, shapes):
     for target in ("generic", "cpu"):
         np.testing.assert_allclose(braze.compile(lambda *xs: np.einsum(subscripts, *xs), target=target)(*ops),
                                    np.einsum(subscripts, *ops), rtol=1e-12)
+
+
+ORDER_STATISTICS = {
+    "median": lambda x: np.median(x) ** 2,
+    "median axis 0": lambda x: (np.median(x, axis=0) ** 2).sum(),
+    "median kept axis": lambda x: (np.median(x, axis=1, keepdims=True) * np.arange(4.0)[:, None]).sum(),
+    "percentile": lambda x: np.percentile(x, 30) * 3,
+    "percentiles along rows": lambda x: (np.percentile(x, [10, 75], axis=1) * np.arange(8.0).reshape(2, 4)).sum(),
+    "quantile": lambda x: np.quantile(x, 0.9, axis=-1).sum(),
+    "median absolute deviation": lambda x: np.median(np.abs(x - np.median(x))),
+}
+
+
+@pytest.mark.parametrize("name", list(ORDER_STATISTICS))
+def test_gradients_of_median_percentile_quantile_match_finite_differences(name):
+    """NumPy's order statistics (graph breaks) have a rule: the cotangent goes
+    to the two sorted elements their linear interpolation reads (probe 9
+    found them refused)."""
+    loss = ORDER_STATISTICS[name]
+    x = np.random.default_rng(1).standard_normal((4, 5))
+    want = central_differences(loss, x)
+    np.testing.assert_allclose(braze.grad(loss)(x), want, atol=1e-8)
+    np.testing.assert_allclose(braze.compile(braze.grad(loss), target="cpu")(x), want, atol=1e-8)
+
+
+def test_order_statistics_other_methods_say_they_have_no_rule():
+    with pytest.raises(GradientError, match="method='linear'"):
+        braze.grad(lambda x: np.quantile(x, 0.3, method="nearest"))(np.arange(5.0))

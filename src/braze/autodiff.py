@@ -619,6 +619,48 @@ def _fit(ct, shape: tuple, dtype, op: str):
 HOST_RULES: dict = {np.linalg.lstsq: lstsq_vjp}
 
 
+def _order_statistic_vjp(fraction):
+    """The VJP of NumPy's ``quantile`` family (method "linear", the default):
+    the value at ``q`` is ``s[j] + g * (s[j+1] - s[j])`` of the sorted values
+    ``s`` at virtual index ``q * (n - 1) = j + g``, so its cotangent goes to
+    the elements sorted at ``j`` and ``j+1`` with weights ``1 - g`` and ``g``
+    (JAX's rule: ties get the gradient where the stable sort puts them)."""
+    def vjp(ct, a, q=None, axis=None, *rest, out, method="linear", keepdims=False, **kwargs):
+        if method != "linear" or rest or isinstance(axis, (tuple, list)) or kwargs.get("weights") is not None:
+            raise GradientError(f"no gradient rule for this order statistic's arguments (method={method!r}, "
+                                f"axis={axis!r}); only method='linear' over one axis or all{where()}")
+        if q is not None and hasattr(q, "_node"):
+            raise GradientError(f"no gradient for a traced q of an order statistic{where()}; pass q as a "
+                                "number or a NumPy array")
+        qs = np.asarray(0.5 if q is None else q, dtype=np.float64) * fraction
+        shape = np.shape(a)
+        x = np.reshape(a, (-1,)) if axis is None else np.moveaxis(a, axis, -1)
+        n = np.shape(x)[-1]
+        perm = np.argsort(x, axis=-1, kind="stable")
+        ct = np.asarray(ct) if not hasattr(ct, "_node") and not hasattr(ct, "_value_") else ct
+        if keepdims:  # (the kept axis, size 1, out of the way: the reduced shape)
+            ct = np.reshape(ct, np.shape(ct)[: np.ndim(qs)] + (np.shape(x)[:-1] if axis is not None else ()))
+        weights = 0.0
+        for k, qk in enumerate(qs.reshape(-1)):
+            v = qk * (n - 1)
+            j = min(int(np.floor(v)), n - 1)
+            g = v - j
+            row = np.zeros(n)
+            row[j] += 1.0 - g
+            row[min(j + 1, n - 1)] += g
+            ck = ct[np.unravel_index(k, qs.shape)] if qs.ndim else ct
+            weights = weights + np.multiply(np.expand_dims(ck, -1), row)
+        g_sorted = np.broadcast_to(weights, np.shape(x))
+        grad = np.take_along_axis(g_sorted, np.argsort(perm, axis=-1, kind="stable"), axis=-1)
+        grad = np.reshape(grad, shape) if axis is None else np.moveaxis(grad, -1, axis)
+        return (grad,) + (None,) * (1 if q is not None else 0)
+    return vjp
+
+
+HOST_RULES.update({np.median: _order_statistic_vjp(1.0), np.quantile: _order_statistic_vjp(1.0),
+                   np.percentile: _order_statistic_vjp(0.01)})
+
+
 def defvjp(fn: Callable, vjp: Callable, *, name: str | None = None) -> Callable:
     """Give ``fn``, a function braze does not trace (a NumPy function it runs
     as a graph break, a SciPy or LAPACK call, the user's own NumPy code), a

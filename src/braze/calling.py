@@ -24,6 +24,7 @@ and the alias pattern.
 """
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -393,6 +394,8 @@ def _leaf_paths(name: str, value) -> list[str]:
             stack.extend(reversed([(c, f"{path}[{i}]") for i, c in enumerate(node)]))
         elif isinstance(node, dict):
             stack.extend(reversed([(node[k], f"{path}[{k!r}]") for k in pytree._sorted_keys(node)]))
+        elif dataclasses.is_dataclass(node) and not isinstance(node, type):
+            stack.extend(reversed([(getattr(node, f.name), f"{path}.{f.name}") for f in dataclasses.fields(node)]))
         else:
             paths.append(path)
     return paths

@@ -1,4 +1,5 @@
-"""Pytrees: nested tuples, lists, dicts, namedtuples and None around leaves.
+"""Pytrees: nested tuples, lists, dicts, namedtuples, dataclass instances and
+None around leaves.
 
 A tree flattens to its leaves and a hashable *treedef* that rebuilds it.
 Dicts flatten in sorted key order, as in JAX, and are rebuilt in the order
@@ -7,6 +8,7 @@ NumPy; the order is part of the treedef).
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 LEAF = ("*",)
@@ -41,6 +43,11 @@ def _walk(node, leaves: list):
         keys = _sorted_keys(node)
         order = tuple(node) if list(node) != keys else None
         return ("dict", tuple(keys), tuple(_walk(node[k], leaves) for k in keys), order)
+    if dataclasses.is_dataclass(node) and not isinstance(node, type):
+        # (every field, in order; rebuilt without __init__ / __post_init__, as the
+        # object was: a field computed from others is a field like them)
+        names = tuple(f.name for f in dataclasses.fields(node))
+        return ("dataclass", type(node), tuple(_walk(getattr(node, n), leaves) for n in names), names)
     leaves.append(node)
     return LEAF
 
@@ -59,6 +66,11 @@ def _build(td: tuple, it):
     children = [_build(c, it) for c in td[2]]
     if kind == "namedtuple":
         return td[1](*children)
+    if kind == "dataclass":
+        obj = td[1].__new__(td[1])
+        for name, value in zip(td[3], children):
+            object.__setattr__(obj, name, value)  # (a frozen one's too)
+        return obj
     if kind == "tuple":
         return tuple(children)
     if kind == "list":
@@ -88,4 +100,6 @@ def describe(treedef: tuple) -> str:
         return f"[{inner}]"
     if kind == "namedtuple":
         return f"{treedef[1].__name__}({inner})"
+    if kind == "dataclass":
+        return f"{treedef[1].__name__}(" + ", ".join(f"{n}={describe(c)}" for n, c in zip(treedef[3], treedef[2])) + ")"
     return f"({inner}{',' if len(treedef[2]) == 1 else ''})"

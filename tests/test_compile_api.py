@@ -740,3 +740,22 @@ def test_setting_a_field_of_a_dataclass_argument_runs_as_numpy():
     for k in range(1, 3):
         np.testing.assert_array_equal(f(s, 0.5), np.full(2, 2.0))
         assert s.t == 0.5 * k
+
+
+def test_ordered_and_default_dicts_come_back_as_their_own_types():
+    from collections import OrderedDict, defaultdict
+
+    def f(x, cfg):
+        d = OrderedDict()
+        d["b"], d["a"] = x * cfg["scale"], x + 1
+        e = defaultdict(list)
+        e["sum"] = x.sum()
+        return d, e, cfg
+
+    g = braze.compile(f, target="cpu")
+    cfg = OrderedDict(scale=2.0)
+    for _ in range(2):
+        d, e, c = g(np.ones(2), cfg)
+        assert type(d) is OrderedDict and list(d) == ["b", "a"] and type(c) is OrderedDict
+        assert type(e) is defaultdict and e.default_factory is list and e["missing"] == []
+        np.testing.assert_array_equal(d["b"], np.full(2, 2.0))

@@ -9,6 +9,7 @@ NumPy; the order is part of the treedef).
 from __future__ import annotations
 
 import dataclasses
+from collections import defaultdict
 from typing import Any
 
 LEAF = ("*",)
@@ -42,7 +43,10 @@ def _walk(node, leaves: list):
     if isinstance(node, dict):
         keys = _sorted_keys(node)
         order = tuple(node) if list(node) != keys else None
-        return ("dict", tuple(keys), tuple(_walk(node[k], leaves) for k in keys), order)
+        kind = type(node) if type(node) is not dict else None  # (an OrderedDict, a defaultdict: rebuilt as one)
+        if isinstance(node, defaultdict):
+            kind = (defaultdict, node.default_factory)
+        return ("dict", tuple(keys), tuple(_walk(node[k], leaves) for k in keys), order, kind)
     if dataclasses.is_dataclass(node) and not isinstance(node, type):
         # (every field, in order; rebuilt without __init__ / __post_init__, as the
         # object was: a field computed from others is a field like them)
@@ -76,7 +80,16 @@ def _build(td: tuple, it):
     if kind == "list":
         return children
     built = dict(zip(td[1], children))
-    return built if td[3] is None else {k: built[k] for k in td[3]}
+    built = built if td[3] is None else {k: built[k] for k in td[3]}
+    kind = td[4] if len(td) > 4 else None
+    if kind is None:
+        return built
+    if isinstance(kind, tuple):
+        return kind[0](kind[1], built)
+    try:
+        return kind(built)
+    except TypeError:  # (a dict subclass built otherwise: a plain dict of its items)
+        return built
 
 
 def map_leaves(fn, tree: Any) -> Any:

@@ -966,3 +966,21 @@ def test_index_arrays_that_do_not_broadcast_raise_numpys_index_error(target):
     with pytest.raises(IndexError, match=r"\(2,\) \(3,\)") as info:
         braze.compile(lambda a, i, m: a[i, m], target=target)(a, i, m)
     assert isinstance(info.value, braze.BrazeError)
+
+
+@pytest.mark.parametrize("key", [1, -3, (0, 5)], ids=["past the end", "before the start", "second axis"])
+def test_an_index_out_of_bounds_when_traced_is_an_index_error(key):
+    """x[1] of a one-row array: NumPy's IndexError (it was a ShapeError, which
+    ``except IndexError`` in the function did not catch)."""
+    def first_or_zero(x):
+        try:
+            return x[key] * 2
+        except IndexError:
+            return np.zeros(())
+
+    x = np.ones((1, 3))
+    got, want = braze.compile(first_or_zero, target="cpu")(x), first_or_zero(x)
+    np.testing.assert_array_equal(got, want)
+    with pytest.raises(IndexError, match="out of bounds") as info:
+        braze.compile(lambda x: x[key], target="cpu")(x)
+    assert isinstance(info.value, braze.ShapeError)

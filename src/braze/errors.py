@@ -90,7 +90,8 @@ class IndexOutOfRangeError(BrazeError, IndexError):
 
 
 class IndexShapeError(ShapeError, IndexError):
-    """Index arrays whose shapes do not broadcast together (NumPy's IndexError)."""
+    """An index NumPy refuses with IndexError, seen while tracing: out of the
+    axis's bounds, or index arrays whose shapes do not broadcast together."""
 
 
 class PythonIntOverflowError(BrazeError, OverflowError):

@@ -16,7 +16,8 @@ import numpy as np
 
 from . import numpy as bnp
 from .core import bind
-from .errors import DTypeError, IndexOutOfRangeError, PythonIntOverflowError, ShapeError, UnsupportedOpError, where
+from .errors import (DTypeError, IndexOutOfRangeError, IndexShapeError, PythonIntOverflowError, ShapeError,
+                     UnsupportedOpError, where)
 from .ops.shape import slice_length
 from .aval import is_ndarray
 from .ops._util import broadcast_shape
@@ -106,7 +107,7 @@ def _entries(key, shape):
 
 def _check_int(i: int, n: int, axis: int) -> int:
     if not -n <= i < n:
-        raise ShapeError(
+        raise IndexShapeError(
             f"getitem: index {i} is out of bounds for axis {axis} with size {n}{where()}; "
             f"use an index in [{-n}, {n - 1}]"
         )
@@ -116,7 +117,7 @@ def _check_int(i: int, n: int, axis: int) -> int:
 def _check_array(arr, n: int, axis: int):
     if is_ndarray(arr) and arr.size and (arr.min() < -n or arr.max() >= n):
         bad = arr.max() if arr.max() >= n else arr.min()
-        raise ShapeError(f"getitem: index {bad} is out of bounds for axis {axis} with size {n}{where()}")
+        raise IndexShapeError(f"getitem: index {bad} is out of bounds for axis {axis} with size {n}{where()}")
     return arr
 
 

@@ -77,8 +77,12 @@ def _checked(name: str):
     if name in _PYTHON_ZERO:
         return lambda a, b: _python_division(name, a, b, fn)
     if name == "power":
-        return lambda a, b: (_python_power(a, b, fn(a, b)) if _python_number(a) and _python_number(b)
-                             and np.dtype(bnp._dtype(fn(a, b))).kind == "f" else fn(a, b))
+        def power(a, b):
+            result = fn(a, b)
+            if _python_number(a) and _python_number(b) and np.dtype(bnp._dtype(result)).kind == "f":
+                return _python_power(a, b, result)
+            return result
+        return power
     return fn
 
 
@@ -100,7 +104,8 @@ _PYTHON_ZERO = {"divide": "float division by zero", "floor_divide": "float floor
 
 def _python_number(v) -> bool:
     if isinstance(v, ArrayMethods):
-        return type(v).__name__ == "Tracer" and v._is_scalar() and v.weak and np.dtype(v.dtype).kind in "biuf"
+        # (a traced Python number; under a gradient tape a value is NumPy's)
+        return hasattr(v, "_ctx") and v._is_scalar() and v.weak and np.dtype(v.dtype).kind in "biuf"
     return type(v) in (bool, int, float)
 
 

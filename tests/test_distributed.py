@@ -239,7 +239,8 @@ def test_a_call_with_the_same_arguments_reuses_its_program():
 
 
 @pytest.mark.parametrize("fn", [lambda x: (x > 0).sum(dtype=np.int8), lambda x: (x > 0).sum(axis=0, dtype=np.int8),
-                                lambda x: (x > 0).sum(axis=0, dtype=bool), lambda x: (x > -9).prod(axis=0, dtype=np.int8),
+                                lambda x: (x > 0).sum(axis=0, dtype=bool),
+                                lambda x: (x > -9).prod(axis=0, dtype=np.int8),
                                 lambda x: (x > 0).sum(dtype=np.uint8, keepdims=True)],
                          ids=["int8 sum", "int8 sum axis 0", "bool sum", "int8 prod", "uint8 keepdims"])
 def test_chunked_sums_combine_in_the_dtype_asked_for(fn):

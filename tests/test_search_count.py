@@ -212,7 +212,8 @@ def test_gradient_of_interp_in_x_and_the_values():
 
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("bins", [np.array([0.0, 5.0, 10.0, 15.0, 20.0]), np.array([20.0, 15.0, 10.0, 5.0, 0.0]),
-                                  np.array([1, 1, 3]), np.array([3.0, 3.0, 1.0])], ids=["up", "down", "ties", "down ties"])
+                                  np.array([1, 1, 3]), np.array([3.0, 3.0, 1.0])],
+                         ids=["up", "down", "ties", "down ties"])
 def test_digitize_is_numpys_in_either_direction(target, bins):
     x = np.array([-1.0, 0.0, 1.2, 5.0, 10.0, 12.4, 15.5, 20.0, 25.0, np.nan, 1.0, 3.0])
     f = braze.compile(lambda x, b: (np.digitize(x, b), np.digitize(x, b, right=True)), target=target)

@@ -682,7 +682,8 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
             if _shape(wgt)[0] != _shape(a)[ax]:
                 raise ShapeError(f"average: length of weights not compatible with specified axis{_where()}")
             along = tuple(_shape(wgt)[0] if d == ax else 1 for d in range(_ndim(a)))
-            wgt = reshape(wgt, along) if traced else np.broadcast_to(wgt, (_ndim(a) - 1) * (1,) + wgt.shape).swapaxes(-1, ax)
+            wgt = reshape(wgt, along) if traced else \
+                np.broadcast_to(wgt, (_ndim(a) - 1) * (1,) + wgt.shape).swapaxes(-1, ax)
         if traced:
             wgt = astype(wgt, result)
             scl = sum(wgt, axis, **keep)  # noqa: F821
@@ -693,7 +694,8 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
             if np.any(known[0] == 0.0):
                 raise ZeroDivisionError("Weights sum to zero, can't be normalized")
             if known[1] is not None:
-                _guard(known[1], sum(UFUNCS["equal"](scl, 0.0), dtype=np.intp), 0, "np.average's weights not summing to 0")  # noqa: F821
+                zeros = sum(UFUNCS["equal"](scl, 0.0), dtype=np.intp)  # noqa: F821
+                _guard(known[1], zeros, 0, "np.average's weights not summing to 0")
         else:
             scl = wgt.sum(axis=axis, dtype=result, **keep)
             if np.any(scl == 0.0):
@@ -2056,8 +2058,8 @@ def searchsorted(a, v, side="left", sorter=None):
     def less(x, y):  # NumPy's sort order: NaN after everything
         if dt.kind != "f":
             return UFUNCS["less"](x, y)
-        return UFUNCS["logical_or"](UFUNCS["less"](x, y),
-                                    UFUNCS["logical_and"](UFUNCS["isnan"](y), UFUNCS["logical_not"](UFUNCS["isnan"](x))))
+        after = UFUNCS["logical_and"](UFUNCS["isnan"](y), UFUNCS["logical_not"](UFUNCS["isnan"](x)))
+        return UFUNCS["logical_or"](UFUNCS["less"](x, y), after)
 
     order = np.isnan(table[:-1]) <= np.isnan(table[1:]) if dt.kind == "f" else np.ones(m - 1, bool)
     if not np.all(order & ~(table[1:] < table[:-1])):

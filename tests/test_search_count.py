@@ -131,6 +131,9 @@ def test_bincount_guards_its_number_of_bins_and_sign(target):
     with pytest.raises(ValueError, match="negative"):
         f(np.array([0, -1, 4]))
     assert_same(f(np.zeros(0, np.int64)), np.bincount(np.zeros(0, np.int64), minlength=3) * 2)
+    g = braze.compile(lambda x, w: (np.bincount(x, weights=w), np.bincount(x, w, minlength=2)), target=target)
+    empty = (np.zeros(0, np.int64), np.zeros(0))  # (NumPy's quirk: intp zeros, weights or not)
+    assert_same(g(*empty), (np.bincount(*empty), np.bincount(*empty, minlength=2)))
     many = np.arange(BINCOUNT_UNROLLED + 5)
     assert_same(f(many), np.bincount(many, minlength=3) * 2)
     with pytest.raises(TypeError):

@@ -2122,8 +2122,8 @@ def bincount(x, /, weights=None, minlength=0):
     bins = builtins.max(int(labels.max()) + 1 if n else 0, int(minlength))
     if bins > BINCOUNT_UNROLLED:
         raise refuse(f"{bins} bins")
-    if bins == 0:
-        return zeros(0, dtype=np.float64 if weights is not None else np.intp)
+    if n == 0:  # (NumPy's: intp zeros for no labels, weighted or not)
+        return zeros(bins, dtype=np.intp)
     x = astype(x, np.intp, copy=False)
     w = None if weights is None else astype(weights, np.float64, copy=False)
     sums = []

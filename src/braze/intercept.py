@@ -43,6 +43,9 @@ from __future__ import annotations
 import contextlib
 import dis
 import functools
+import importlib
+import linecache
+import re
 import sys
 import threading
 
@@ -197,57 +200,35 @@ def _errstate(*args, **kwargs):
     return _originals["errstate"](*args, **kwargs)
 
 
-_default_rng = numpy.random.default_rng
+_bit_generator = importlib.import_module("numpy.random.bit_generator")
+_randbits = _bit_generator.randbits
 
 
-def _fresh_generator(seed=None):
-    """``np.random.default_rng()``; in a trace, one seeded from fresh entropy
-    (no seed) draws other numbers at each call in NumPy: a ``SideEffectError``
-    (the function runs as NumPy). A seeded one draws the same numbers each call."""
-    if seed is None and _context_kind() == "trace" and _from_user_code():
+_LEGACY_SEEDED = re.compile(r"RandomState\(\s*(seed\s*=\s*)?\d+\s*\)")
+
+
+def _literal_legacy_seed() -> bool:
+    """Whether the user's line is ``RandomState(42)``: its __init__ seeds a fresh
+    MT19937 before seeding it with 42, which is deterministic all the same."""
+    frame = sys._getframe(2)
+    return bool(_LEGACY_SEEDED.search(linecache.getline(frame.f_code.co_filename, frame.f_lineno)))
+
+
+def _fresh_entropy(bits: int):
+    """NumPy's source of fresh entropy (``SeedSequence()`` with no entropy: what
+    ``default_rng()``, ``RandomState()``, ``PCG64()`` and the other generators
+    made without a seed draw, however their names were imported); in a trace,
+    a ``SideEffectError`` (the function runs as NumPy): a trace would bake the
+    numbers of one call into every call."""
+    if _context_kind() == "trace" and _from_user_code() and not _literal_legacy_seed():
         from .errors import where
         from .sideeffects import SideEffectError
 
-        raise SideEffectError(f"np.random.default_rng(){where()} seeds a generator from fresh entropy, which "
-                              "draws other numbers at each call; the function runs as plain NumPy (pass the "
-                              "generator, or a seed, as an argument to compile it)")
-    return _default_rng(seed)
-
-
-class _FreshEntropy(type):
-    """A stand-in for a NumPy random class (``np.random.PCG64``, ``RandomState``,
-    ``SeedSequence``, ...) while tracing: built with no seed it draws from fresh
-    entropy, other numbers at each call in NumPy, which a trace would bake in
-    (a ``SideEffectError``: the function runs as NumPy). Instances, ``isinstance``
-    and attributes are the class's own."""
-
-    def __call__(cls, *args, **kwargs):
-        seed = args[0] if args else kwargs.get("entropy" if cls.__name__ == "SeedSequence" else "seed")
-        if seed is None and _context_kind() == "trace" and _from_user_code():
-            from .errors import where
-            from .sideeffects import SideEffectError
-
-            raise SideEffectError(f"np.random.{cls.__name__}(){where()} seeds from fresh entropy, which draws "
-                                  "other numbers at each call; the function runs as plain NumPy (pass the "
-                                  "generator, or a seed, as an argument to compile it)")
-        return cls._original(*args, **kwargs)
-
-    def __instancecheck__(cls, obj):
-        return isinstance(obj, cls._original)
-
-    def __subclasscheck__(cls, sub):
-        return issubclass(sub, cls._original)
-
-    def __getattr__(cls, attr):
-        return getattr(cls._original, attr)
-
-
-# NumPy's random classes that seed from fresh entropy when given no seed
-FRESH_ENTROPY = tuple(n for n in ("PCG64", "PCG64DXSM", "Philox", "MT19937", "SFC64", "RandomState", "SeedSequence")
-                      if hasattr(numpy.random, n))
-_random_originals = {n: getattr(numpy.random, n) for n in FRESH_ENTROPY}
-_random_wrappers = {n: _FreshEntropy(n, (), {"_original": c, "__doc__": c.__doc__, "__module__": "numpy.random"})
-                    for n, c in _random_originals.items()}
+        raise SideEffectError(f"a random generator seeded from fresh entropy{where()} (np.random.default_rng(), "
+                              "RandomState(), PCG64(), ... with no seed) draws other numbers at each call; the "
+                              "function runs as plain NumPy (pass the generator, or a seed, as an argument to "
+                              "compile it)")
+    return _randbits(bits)
 
 
 def _dtype_function(name: str):
@@ -281,9 +262,7 @@ def acquire() -> None:
         if _active == 0:
             for name in NAMES:
                 setattr(numpy, name, _wrappers[name])
-            numpy.random.default_rng = _fresh_generator
-            for name, wrapper in _random_wrappers.items():
-                setattr(numpy.random, name, wrapper)
+            _bit_generator.randbits = _fresh_entropy
         _active += 1
 
 
@@ -294,9 +273,7 @@ def release() -> None:
         if _active == 0:
             for name in NAMES:
                 setattr(numpy, name, _originals[name])
-            numpy.random.default_rng = _default_rng
-            for name, original in _random_originals.items():
-                setattr(numpy.random, name, original)
+            _bit_generator.randbits = _randbits
 
 
 @contextlib.contextmanager

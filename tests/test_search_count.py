@@ -223,6 +223,9 @@ def test_digitize_is_numpys_in_either_direction(target, bins):
     want = (np.digitize(x, bins), np.digitize(x, bins, right=True))
     assert_same(f(x, bins), want)
     assert not _broke(f, x, bins)
+    equal = np.full(3, bins[0])  # (increasing to NumPy, even after decreasing bins: guarded; probe 10)
+    assert_same(f(x, equal), (np.digitize(x, equal), np.digitize(x, equal, right=True)))
+    assert_same(f(x, bins), want)
     flipped = bins[::-1].copy()  # (the other direction at a later call: guarded, then NumPy's)
     assert_same(f(x, flipped), (np.digitize(x, flipped), np.digitize(x, flipped, right=True)))
     with pytest.raises(ValueError, match="monotonically"):

@@ -2091,6 +2091,8 @@ def digitize(x, bins, right=False):
                                  "NumPy's call (which raises)")
     side = "left" if right else "right"
     if mono == -1:
+        if known[1] is not None:  # (all-equal bins are increasing to NumPy: decreasing takes a first > last)
+            _guard(known[1], UFUNCS["not_equal"](known[1][0], known[1][-1]), True, "np.digitize's bins decreasing")
         return UFUNCS["subtract"](_shape(bins)[0], searchsorted(bins[::-1], x, side=side))
     return searchsorted(bins, x, side=side)
 

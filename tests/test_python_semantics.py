@@ -525,6 +525,17 @@ def test_an_argument_updated_in_place_that_is_a_global_the_function_reads():
     assert got == want == [-1.5, -3.0, -4.5]
 
 
+def test_the_global_it_reads_passed_after_another_array_is_read_as_updated():
+    """The fast path (a second call of the same kinds) checks it too: the first
+    call, with another array, compiled; the global passed next runs as NumPy."""
+    f = braze.compile(_descend, target="cpu")
+    PARAMS[:] = 0
+    assert f(np.zeros(3), np.ones(3)) == 0.0
+    got = [f(PARAMS, np.ones(3)) for _ in range(2)]
+    assert got == [-1.5, -3.0] and PARAMS.tolist() == [-1.0] * 3
+    assert f(np.zeros(3), np.ones(3)) == -3.0  # (another array again: compiled, reading PARAMS as it is)
+
+
 @pytest.mark.parametrize("target", TARGETS)
 def test_a_python_number_to_the_power_of_a_numpy_value_keeps_its_type(target):
     f = braze.compile(lambda a, b: a ** b, target=target)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import weakref
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
@@ -67,25 +68,29 @@ class Compiled:
         # Fast path: flat arguments (arrays, numbers, strings) whose kinds were seen
         fast = self._fast.get(self.signature.fast_key(args, kwargs)) if self._fast else None
         if (fast is not None and type(current_context()) is EagerContext
-                and getattr(self.fn, "__defaults__", None) is fast[3]
-                and getattr(self.fn, "__kwdefaults__", None) is fast[4]
-                and (fast[4] is None or _same_items(fast[4], fast[6]))
-                and fast[2].registry_version == registry.VERSION[0] and not registry.disabled_state()
-                and (not fast[2].pins or stale(fast[2].pins, fast[2].contents, fast[2].shapes) is None)):
-            dynamic = [args[j] if k == 0 else kwargs[j] if k == 1 else j for k, j in fast[1]]
-            if fast[5] and not calling.distinct_owners([dynamic[i] for i in fast[5]]):
-                fast = None  # (arrays sharing memory: the slow path plans their aliases)
+                and getattr(self.fn, "__defaults__", None) is fast.defaults
+                and getattr(self.fn, "__kwdefaults__", None) is fast.kwdefaults
+                and (fast.kwdefaults is None or _same_items(fast.kwdefaults, fast.kwdefault_items))
+                and fast.program.registry_version == registry.VERSION[0] and not registry.disabled_state()
+                and (not fast.program.pins or stale(fast.program.pins, fast.program.contents,
+                                                    fast.program.shapes) is None)):
+            program = fast.program
+            dynamic = [args[j] if k == 0 else kwargs[j] if k == 1 else j for k, j in fast.sources]
+            if fast.arrays and not calling.distinct_owners([dynamic[i] for i in fast.arrays]):
+                pass  # (arrays sharing memory: the slow path plans their aliases)
+            elif fast.reads_captures and _updates_a_capture(program, dynamic):
+                return self.fn(*args, **kwargs)  # (an argument updated is a global it reads, as below)
             else:
                 self._programs.info.hits += 1
-                self._programs.peek(fast[2].key)
+                self._programs.peek(program.key)
                 try:
                     try:
-                        return fast[0](dynamic)
+                        return fast.run(dynamic)
                     except GuardFailed as exc:  # (a graph break's guard: traced again, as the slow path would)
-                        return self._run_guarded(fast[2], self.signature.split(args, kwargs), args, kwargs,
+                        return self._run_guarded(program, self.signature.split(args, kwargs), args, kwargs,
                                                  failed=str(exc))
                 except _RUNTIME_ERRORS as exc:
-                    return self._as_numpy_after_error(fast[2], exc, args, kwargs)
+                    return self._as_numpy_after_error(program, exc, args, kwargs)
         if not isinstance(current_context(), EagerContext):
             return self.fn(*args, **kwargs)  # inside another trace or under a gradient tape: inline
         if distributed.has_dask_arrays(args, kwargs):  # Dask arrays in, Dask arrays out (braze.distributed)
@@ -96,17 +101,18 @@ class Compiled:
         program = self._program(call)
         if program is None:  # (its state changes: runs as NumPy)
             return self.fn(*args, **kwargs)
-        if program.mutated and (program.graph.captures or program.pins) and _updates_a_capture(program, call):
+        if _reads_what_it_updates(program) and _updates_a_capture(program, call.dynamic):
             return self.fn(*args, **kwargs)  # (an argument updated is a global it reads: NumPy's order)
         fast_key = self.signature.fast_key(args, kwargs) if call.sources is not None else None
         if fast_key is not None and not registry.disabled_state() and not call.aliases:
             # (with the defaults it binds: ``fn.__defaults__ = (5,)`` since is another call)
             arrays = tuple(i for i, d in enumerate(call.dynamic) if type(d) is np.ndarray)
             kwdefaults = getattr(self.fn, "__kwdefaults__", None)
-            self._fast[fast_key] = (self._runner(program), call.sources, program,
-                                    getattr(self.fn, "__defaults__", None), kwdefaults,
-                                    arrays if len(arrays) > 1 else (),
-                                    None if kwdefaults is None else tuple(kwdefaults.items()))
+            self._fast[fast_key] = _FastEntry(self._runner(program), call.sources, program,
+                                              getattr(self.fn, "__defaults__", None), kwdefaults,
+                                              arrays if len(arrays) > 1 else (),
+                                              None if kwdefaults is None else tuple(kwdefaults.items()),
+                                              _reads_what_it_updates(program))
         if program.breaks:
             try:
                 return self._run_guarded(program, call, args, kwargs)
@@ -188,7 +194,7 @@ class Compiled:
 
     def _forget_fast(self, program: Program) -> None:
         for shapes, fast in list(self._fast.items()):
-            if fast[2] is program:
+            if fast.program is program:
                 self._fast.pop(shapes, None)
 
     def _runner(self, program: Program):
@@ -354,7 +360,24 @@ class Compiled:
         return self if obj is None else functools.partial(self, obj)
 
 
-def _updates_a_capture(program: Program, call: calling.Call) -> bool:
+class _FastEntry(NamedTuple):
+    """What the fast path of ``Compiled.__call__`` keeps per argument kinds."""
+
+    run: Callable          # the program's runner, on the dynamic arguments
+    sources: tuple         # where each dynamic argument comes from: (0, position) / (1, keyword) / (2, value)
+    program: Program
+    defaults: Any          # fn.__defaults__ when it was bound (the same object, or the slow path)
+    kwdefaults: Any        # fn.__kwdefaults__ likewise
+    arrays: tuple          # positions of the dynamic arrays, checked for shared memory (two or more)
+    kwdefault_items: Any   # kwdefaults' items when bound (a dict changed in place is another call)
+    reads_captures: bool   # it updates an argument and reads captured arrays (_updates_a_capture)
+
+
+def _reads_what_it_updates(program: Program) -> bool:
+    return bool(program.mutated and (program.graph.captures or program.pins))
+
+
+def _updates_a_capture(program: Program, dynamic) -> bool:
     """Whether an argument the function updates in place shares memory with an
     array the program captured (``step(P, g)`` where ``step`` updates its first
     argument and reads the global ``P``): the program reads captures as they
@@ -362,7 +385,7 @@ def _updates_a_capture(program: Program, call: calling.Call) -> bool:
     memory, so such a call runs as NumPy."""
     captured = [c for c in program.graph.captures if is_ndarray(c)] + \
         [pin[2] for pin in program.pins if is_ndarray(pin[2])]  # (and arrays NumPy read while traced)
-    return any(np.may_share_memory(call.dynamic[k], c) for k in program.mutated if is_ndarray(call.dynamic[k])
+    return any(np.may_share_memory(dynamic[k], c) for k in program.mutated if is_ndarray(dynamic[k])
                for c in captured)
 
 

@@ -360,6 +360,29 @@ def test_carried_values_roll_into_one_loop_in_order():
     np.testing.assert_array_equal(lower_graph(graph).run([a])[0], lower_graph(_inlined(lowered.ir)).run([a])[0])
 
 
+def alternating_steps(x):
+    for i in range(200):
+        x = np.tanh(x) * 0.9 if i % 2 else x * 1.0001 + 0.5
+    return x
+
+
+def test_alternating_steps_roll_once_and_walk_each_iteration_once(monkeypatch):
+    """Two different steps alternating: the multiplies link alternately (no
+    run), the adds every two steps (a run), and the tanhs inside that run are
+    not walked again: about one walk per two steps, not four."""
+    import braze.reroll as rr
+
+    walks = []
+    real = rr._iteration_of
+    monkeypatch.setattr(rr, "_iteration_of", lambda *a, **k: walks.append(1) or real(*a, **k))
+    x = np.random.default_rng(7).standard_normal(64)
+    f = braze.compile(alternating_steps, target="cpu")
+    lowered = f.lower(x)
+    assert lowered.counts["rolled loops"] == 1, lowered.counts
+    assert len(walks) <= 110, len(walks)
+    np.testing.assert_allclose(f(x), alternating_steps(x), rtol=1e-15)
+
+
 @pytest.mark.parametrize("dtype", [np.int8, np.uint16, np.int64, np.bool_])
 def test_carried_integers_wrap_as_numpys(dtype):
     def mix(x):

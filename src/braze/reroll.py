@@ -540,35 +540,60 @@ def _carried_runs(order: list, index: dict, uses: dict, replace: dict, compile_t
         for i in n.inputs:
             user[id(i)] = n
     nxt: dict[int, Node] = {}
+    link: dict[int, tuple] = {}  # id(h) -> the ops on the way from h to its next one
     for h in order:
         if uses.get(id(h)) != 1 or h.op in _SOURCES or h.op in _STATEFUL or h.op == "update_slice" \
                 or isinstance(h.aval, tuple):
             continue
         n = user.get(id(h))
+        path = []
         for _ in range(CARRY_REACH):
             if n is None:
                 break
             if n.op == h.op and n.params == h.params and n.aval == h.aval:
                 nxt[id(h)] = n
+                link[id(h)] = tuple(path)
                 break
             if uses.get(id(n)) != 1:
                 break
+            path.append((n.op, n.params, n.aval))
             n = user.get(id(n))
     linked = {id(n) for n in nxt.values()}
+    rolled: set[int] = set()  # nodes a run of an earlier chain took in (tanh's chain inside add's)
     for head in order:
         if id(head) in linked or id(head) not in nxt:
             continue
         chain = [head]
         while id(chain[-1]) in nxt:
             chain.append(nxt[id(chain[-1])])
-        if len(chain) <= MIN_RUN or any(id(n) in replace for n in chain):
-            continue
-        its, runs = _alike_runs(lambda k, recompute: _iteration_of([chain[k]], [chain[k - 1]], [None], index,
-                                                                   uses, recompute), len(chain), 1)
-        for start, end in runs:
-            node = _rolled([chain[start:end]], its[start:end], index, compile_template, init=chain[start - 1])
-            if node is not None:
-                replace[id(chain[end - 1])] = node
+        # two iterations alike have alike ways from one carried value to the next:
+        # only stretches of at least MIN_RUN alike ways are walked (``x = tanh(x) *
+        # 0.9 if i % 2 else x * 1.0001 + 0.5`` links its multiplies alternately)
+        for lo, hi in _stretches(chain, link, rolled):
+            part = chain[lo:hi]
+            its, runs = _alike_runs(lambda k, recompute: _iteration_of([part[k]], [part[k - 1]], [None], index,
+                                                                       uses, recompute), len(part), 1)
+            for start, end in runs:
+                node = _rolled([part[start:end]], its[start:end], index, compile_template, init=part[start - 1])
+                if node is not None:
+                    replace[id(part[end - 1])] = node
+                    for it in its[start:end]:
+                        rolled.update(id(n) for n in it.interior)
+
+
+def _stretches(chain: list, link: dict, rolled: set):
+    """(lo, hi) of the parts of ``chain`` worth walking for runs: ``chain[lo]``
+    the value before the first iteration, each next one reached the same way,
+    more than MIN_RUN of them, none already in a rolled run."""
+    lo = 0
+    while lo < len(chain) - 1:
+        hi = lo + 1
+        while hi < len(chain) and id(chain[hi]) not in rolled and id(chain[hi - 1]) not in rolled \
+                and link[id(chain[hi - 1])] == link[id(chain[lo])]:
+            hi += 1
+        if hi - lo > MIN_RUN:
+            yield lo, hi
+        lo = max(hi - 1, lo + 1)
 
 
 def _alike_runs(make, count: int, start: int) -> tuple[list, list]:

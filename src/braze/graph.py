@@ -83,7 +83,7 @@ class Node:
     def replace(self, inputs) -> "Node":
         """This node with other inputs (itself when they are the same objects)."""
         inputs = tuple(inputs)
-        if len(inputs) == len(self.inputs) and all(a is b for a, b in zip(inputs, self.inputs)):
+        if inputs == self.inputs:  # (the same objects: tuples compare items by identity first, in C)
             return self  # (the commonest case in a pass: no table lookup)
         return Node(self.op, inputs, self.params, self.aval)
 

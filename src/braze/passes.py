@@ -21,7 +21,7 @@ def rewrite(graph: Graph, fn: Callable[[Node], Node]) -> Graph:
     """Rebuild ``graph`` bottom-up, passing each node (with rewritten inputs) to ``fn``."""
     mapping: dict[int, Node] = {}
     for node in graph.nodes:
-        new = node.replace(mapping[id(i)] for i in node.inputs)
+        new = node.replace([mapping[id(i)] for i in node.inputs]) if node.inputs else node
         mapping[id(node)] = fn(new)
     outputs = [mapping[id(o)] for o in graph.outputs]
     inputs = [mapping.get(id(n), n) for n in graph.inputs]

@@ -16,6 +16,7 @@ kernels itself, rebuilt) when one of those changes.
 from __future__ import annotations
 
 import collections
+import functools
 import logging
 import os
 import threading
@@ -405,7 +406,6 @@ class Lowered:
 
     def __init__(self, program: Program, target):
         self.ir = program.graph
-        self.graph = str(program.graph)
         self.stages = program.stages
         sites = program.executable.sites
         selection = "\n".join([c.describe(sites.get(c.site)) for c in program.choices] + list(program.graph.notes))
@@ -416,6 +416,12 @@ class Lowered:
         self.times = dict(program.times)
         self.counts = dict(program.executable.counts)
         self.times.update(program.executable.times)  # (a tiered target's, known once it built)
+
+    @functools.cached_property
+    def graph(self) -> str:
+        """The graph as text (formatted when read: a 100,000-node graph takes a
+        second to format, which ``f.lower`` need not pay)."""
+        return str(self.ir)
 
     def __str__(self):
         counts = ", ".join(f"{v} {k}" for k, v in self.counts.items())

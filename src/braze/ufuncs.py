@@ -62,6 +62,13 @@ def _check_with_numpy(ufunc, inputs, kwargs) -> None:
     out = kwargs.get("out")
     if out is not None:
         kw["out"] = tuple(np.zeros(0, o.dtype) if o is not None else None for o in out)
+    key = (ufunc, tuple(_sample_key(x) for x in samples),
+           tuple((k, v if k != "out" else tuple(o if o is None else o.dtype for o in v)) for k, v in kw.items()))
+    try:
+        if key in _ACCEPTED:
+            return
+    except TypeError:  # (an unhashable keyword value: checked each time)
+        key = None
     try:
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -69,6 +76,24 @@ def _check_with_numpy(ufunc, inputs, kwargs) -> None:
     except TypeError as exc:  # (type resolution and casting; a ValueError would be about the values)
         shapes = ", ".join(str(x.aval) if _is_braze(x) else repr(x) for x in inputs)
         raise DTypeError(f"numpy.{ufunc.__name__}({shapes}): {exc}{_where()}") from None
+    if key is not None:
+        if len(_ACCEPTED) > 4096:
+            _ACCEPTED.clear()
+        _ACCEPTED.add(key)
+
+
+# What NumPy accepted (ufunc, operand kinds, keywords): an unrolled loop asks
+# again at every iteration, and a check costs tens of microseconds.
+_ACCEPTED: set = set()
+
+
+def _sample_key(x):
+    """What of a stand-in NumPy's check reads: an array's dtype, a Python
+    number's type, and an int's value too (NEP 50: out of the array's range is
+    NumPy's OverflowError)."""
+    if is_ndarray(x):
+        return x.dtype
+    return (type(x), x) if type(x) is int else type(x)
 
 
 def _loop_dtypes(ufunc, inputs, dtype, casting):

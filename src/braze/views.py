@@ -9,6 +9,8 @@ watched array behave alike.
 """
 from __future__ import annotations
 
+import functools
+
 
 from . import layout
 from .core import KIND, PRIMITIVES
@@ -99,13 +101,24 @@ def result_strides(op: str, operand_strides, operand_avals, params, aval):
             return None
         return rule(operand_strides, operand_avals, params, aval)
     if KIND.get(op) == "elementwise":  # NumPy's ufuncs: order 'K' over the operands
-        shape = aval.shape
-        ops = [layout.broadcast(s, a.shape, shape) if a.ndim <= len(shape) and s is not None else None
-               for s, a in zip(operand_strides, operand_avals)]
-        if any(s is None for s, a in zip(ops, operand_avals) if a.ndim):
-            return None
-        return layout.k_order(shape, [s for s, a in zip(ops, operand_avals) if a.ndim])
+        operands = []
+        for s, a in zip(operand_strides, operand_avals):
+            if a.ndim:
+                if s is None:
+                    return None
+                operands.append((tuple(s), a.shape))
+        return _k_order_of(aval.shape, tuple(operands))
     return None  # not modelled: gathers, einsum, kernels, composites
+
+
+@functools.lru_cache(maxsize=4096)
+def _k_order_of(shape: tuple, operands: tuple):
+    """The strides of an elementwise result of ``shape`` from ``operands``
+    ((strides, shape) of each array operand). Cached: an unrolled loop asks
+    the same question at every op of every iteration."""
+    if any(len(a) > len(shape) for _, a in operands):
+        return None
+    return layout.k_order(shape, [layout.broadcast(s, a, shape) for s, a in operands])
 
 
 def strides_of(value):

@@ -35,6 +35,7 @@ def elementwise(name: str, fn, nin: int, *, vjp, scalar, flags=(), wants: bool =
         with np.errstate(all="ignore"):
             return np.asarray(fn(*samples)).dtype
 
+    @functools.lru_cache(maxsize=4096)  # (an unrolled loop asks again at every iteration)
     def abstract(*avals):
         if len(avals) != nin:
             raise TypeError(f"{name} takes {nin} operands, got {len(avals)}")

@@ -687,7 +687,7 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
         if traced:
             wgt = astype(wgt, result)
             scl = sum(wgt, axis, **keep)  # noqa: F821
-            known = _search_table(scl)
+            known = _known_value(scl)
             if known is None:
                 raise _unsupported("average", "traced weights= where the trace has no values",
                                    "compute (a * w).sum(axis) / w.sum(axis)")
@@ -2049,7 +2049,7 @@ def searchsorted(a, v, side="left", sorter=None):
         raise refuse(str(exc)) from None
     if not 1 <= m <= SEARCH_UNROLLED or dt.kind not in "biuf":
         raise refuse(f"an array of {m} {dt} elements")
-    known = _search_table(a)
+    known = _known_value(a)
     if known is None:
         raise refuse("the array's values are not known while tracing")
     table, tracer = known
@@ -2081,7 +2081,7 @@ def digitize(x, bins, right=False):
     they decrease), with braze's search of a short sorted array."""
     if _dtype(x).kind == "c":
         raise TypeError("x may not be complex")
-    known = _search_table(bins) if _ndim(bins) == 1 else None
+    known = _known_value(bins) if _ndim(bins) == 1 else None
     if known is None:
         raise UnsupportedOpError(f"numpy.digitize: bins not 1-D or not known while tracing{_where()}; "
                                  "runs as NumPy's call")
@@ -2115,7 +2115,7 @@ def bincount(x, /, weights=None, minlength=0):
             or (weights is not None and (_shape(weights) != _shape(x) or _dtype(weights).kind not in "biuf")):
         raise refuse("labels not 1-D integers, weights not of their shape, or another minlength")
     n = _shape(x)[0]
-    known = _search_table(x)
+    known = _known_value(x)
     if known is None:
         raise refuse("the labels are not known while tracing")
     labels, tracer = known
@@ -2171,7 +2171,7 @@ def interp(x, xp, fp, left=None, right=None, period=None):
         raise refuse("period=, a table not 1-D or of another length, or longer than 16 points")
     if builtins.any(_dtype(a).kind not in "biuf" for a in (x, xp, fp, left, right) if a is not None):
         raise refuse("a complex or non-numeric value")
-    known = _search_table(xp)
+    known = _known_value(xp)
     if known is None:
         raise refuse("the table's points are not known while tracing")
     table, tracer = known
@@ -2213,7 +2213,7 @@ def interp(x, xp, fp, left=None, right=None, period=None):
     return r[()] if _ndim(r) == 0 else r
 
 
-def _search_table(a):
+def _known_value(a):
     """``a``'s value now and the traced array a guard must check at each call
     (None for a constant), or None where the trace has no values."""
     if not _is_braze_array(a):

@@ -132,6 +132,10 @@ def _python_division(name: str, a, b, fn):
     return fn(a, b)
 
 
+def _divmod(a, b):
+    return _raw("floor_divide")(a, b), _raw("remainder")(a, b)
+
+
 def _python_power(a, b, result):
     """Python's float ** float: 0.0 ** -1.0 and 10.0 ** 400.0 raise, (-8.0) ** 0.5 is complex."""
     known_a, known_b = _traced_value(a), _traced_value(b)
@@ -402,12 +406,10 @@ class ArrayMethods:
         return bnp.matmul(other, self)
 
     def __divmod__(self, other):
-        return (_python_division("divmod", self, other, _raw("floor_divide")),
-                _python_division("divmod", self, other, _raw("remainder")))
+        return _python_division("divmod", self, other, _divmod)
 
     def __rdivmod__(self, other):
-        return (_python_division("divmod", other, self, _raw("floor_divide")),
-                _python_division("divmod", other, self, _raw("remainder")))
+        return _python_division("divmod", other, self, _divmod)
 
     def __neg__(self):
         return bind("negative", self)

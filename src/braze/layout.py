@@ -17,6 +17,8 @@ written through a reshape of it, see ``braze.tracing``):
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 Strides = tuple  # element strides, one per dimension (may be 0 or negative)
@@ -86,7 +88,7 @@ def reshaped(shape, strides: Strides | None, new_shape) -> Strides | None:
     shape, new_shape = tuple(shape), tuple(new_shape)
     if strides is None:
         return None
-    size = int(np.prod(shape, dtype=np.int64))
+    size = math.prod(int(d) for d in shape)
     if size == 0 or is_c_contiguous(shape, strides):
         return c_strides(new_shape)
     # drop dimensions of size 1 (their strides do not matter)

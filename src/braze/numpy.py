@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import builtins
 import math
+from math import prod as _prod  # (the namespace mirrors NumPy's: math is deleted at the end)
 import operator
 
 import numpy as np
@@ -731,7 +732,7 @@ def _resolve_shape(func: str, shape, size: int) -> tuple[int, ...]:
     if len(unknown) > 1:
         raise ShapeError(f"{func}: only one dimension can be -1, got {tuple(shape)}{_where()}")
     if unknown:
-        known = int(np.prod([d for d in shape if d != -1], dtype=np.int64))
+        known = _prod(d for d in shape if d != -1)
         if known == 0 or size % known:
             raise ShapeError(f"{func}: cannot reshape {size} elements into {tuple(shape)}{_where()}")
         shape[unknown[0]] = size // known
@@ -747,7 +748,7 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
         flags = getattr(a, "flags", None)
         order = "F" if flags is not None and flags.f_contiguous and not flags.c_contiguous else "C"
     shape = newshape if shape is None else shape
-    size = int(np.prod(_shape(a), dtype=np.int64))
+    size = _prod(int(d) for d in _shape(a))
     shape = _resolve_shape("reshape", shape, size)
     if copy:
         a = asarray_copy(a)

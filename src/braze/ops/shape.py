@@ -13,6 +13,8 @@ step runs past index 0).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import layout
@@ -68,7 +70,7 @@ def inverse(perm) -> tuple:
 
 
 def _reshape_abstract(x: Aval, *, shape):
-    size = int(np.prod(shape, dtype=np.int64))
+    size = math.prod(int(d) for d in shape)
     if size != x.size:
         raise ShapeError(
             f"reshape: cannot reshape {x} ({x.size} elements) into shape {shape} "

@@ -984,3 +984,39 @@ def test_an_index_out_of_bounds_when_traced_is_an_index_error(key):
     with pytest.raises(IndexError, match="out of bounds") as info:
         braze.compile(lambda x: x[key], target="cpu")(x)
     assert isinstance(info.value, braze.ShapeError)
+
+
+@pytest.mark.parametrize("make", [lambda x, s: np.zeros(int(s)) + x.sum(), lambda x, s: np.ones((2, int(s))) * x[0],
+                                  lambda x, s: np.full(int(s), 1.0) * x[0]], ids=["zeros", "ones", "full"])
+def test_a_negative_dimension_from_a_value_raises_and_the_next_call_works(make):
+    """``np.zeros(int(s))`` with s = -1.5 re-specialized on -1 and kept that
+    program: every later call raised NumPy's ValueError before its guard could
+    send it back to tracing. Now the shape is refused when traced, as NumPy's
+    ValueError, and later calls give NumPy's values."""
+    f, x = braze.compile(make, target="cpu"), np.arange(1.0, 5.0)
+    np.testing.assert_array_equal(f(x, 2.5), make(x, 2.5))
+    with pytest.raises(ValueError, match="negative dimensions") as info:
+        f(x, -1.5)
+    assert isinstance(info.value, braze.ShapeError)
+    for s in (2.5, 0.5, 4.0):
+        np.testing.assert_array_equal(f(x, s), make(x, s))
+
+
+def test_a_program_that_raises_at_its_first_run_is_traced_again(monkeypatch):
+    """Whatever made a new program's first run raise, it is not kept: the
+    next call traces again rather than meeting the same error."""
+    from braze import pipeline
+
+    f, x = braze.compile(lambda x, s: x * int(s), target="cpu"), np.arange(3.0)
+    real = pipeline.run
+
+    def failing(*args, **kwargs):
+        raise ValueError("a failure the program carries")
+
+    monkeypatch.setattr(pipeline, "run", failing)
+    with pytest.raises(ValueError, match="carries"):
+        f(x, 2.0)
+    monkeypatch.setattr(pipeline, "run", real)
+    np.testing.assert_array_equal(f(x, 2.0), x * 2)
+    np.testing.assert_array_equal(f(x, 2.0), x * 2)  # (the fast path)
+    assert f.cache_info().misses == 2, f.cache_info()

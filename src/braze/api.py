@@ -7,6 +7,7 @@ executable. Results are finished as NumPy returns them (``calling.finish``).
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import weakref
 from typing import Any, Callable, NamedTuple
@@ -87,8 +88,9 @@ class Compiled:
                     try:
                         return fast.run(dynamic)
                     except GuardFailed as exc:  # (a graph break's guard: traced again, as the slow path would)
-                        return self._run_guarded(program, self.signature.split(args, kwargs), args, kwargs,
-                                                 failed=str(exc))
+                        call = self.signature.split(args, kwargs)
+                        with self._unproven_dropped_on_error(call.key):
+                            return self._run_guarded(program, call, args, kwargs, failed=str(exc))
                 except _RUNTIME_ERRORS as exc:
                     return self._as_numpy_after_error(program, exc, args, kwargs)
         if not isinstance(current_context(), EagerContext):
@@ -113,15 +115,29 @@ class Compiled:
                                               arrays if len(arrays) > 1 else (),
                                               None if kwdefaults is None else tuple(kwdefaults.items()),
                                               _reads_what_it_updates(program))
-        if program.breaks:
+        with self._unproven_dropped_on_error(call.key):
             try:
-                return self._run_guarded(program, call, args, kwargs)
+                if program.breaks:
+                    return self._run_guarded(program, call, args, kwargs)
+                return self._run(program, call)
             except _RUNTIME_ERRORS as exc:
                 return self._as_numpy_after_error(program, exc, args, kwargs)
+
+    @contextlib.contextmanager
+    def _unproven_dropped_on_error(self, key):
+        """Where a call raises, the program cached for its key is forgotten unless
+        it has run once (``np.zeros(int(s))`` re-specialized on s = -1.5 raises
+        NumPy's ValueError at every run: kept, it would fail every later call,
+        whatever its guards would say). The next call traces again."""
         try:
-            return self._run(program, call)
-        except _RUNTIME_ERRORS as exc:
-            return self._as_numpy_after_error(program, exc, args, kwargs)
+            yield
+        except Exception:
+            with self._programs.lock:
+                program = self._programs.entries.get(key)
+                if program is not None and not program.proven:
+                    del self._programs.entries[key]
+                    self._forget_fast(program)
+            raise
 
     def _as_numpy_after_error(self, program: Program, error: Exception, args, kwargs):
         """A program raised what NumPy raises for these values (a singular matrix,
@@ -266,6 +282,7 @@ class Compiled:
         for k, spec in enumerate(specs):
             if spec is not None and spec.result_view is not None:
                 results[k] = calling.view_of(results[spec.result_view[0]], spec.result_view[1], results[k], spec)
+        program.proven = True
         return pytree.unflatten(program.out_tree, results)
 
     def into(self, out):

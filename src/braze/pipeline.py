@@ -86,6 +86,7 @@ class Program:
     pins: tuple = ()                              # names whose values the trace read (sideeffects.stale)
     contents: tuple = ()                          # arrays whose values it holds what NumPy computed of
     shapes: tuple = ()                            # lists, dicts, attribute sets it read (sideeffects.stale)
+    proven: bool = False                          # it has run once without an error (api: else dropped on one)
 
     def current(self) -> bool:
         """Whether no kernel registration since lowering could change the selection."""

@@ -222,3 +222,38 @@ def test_gradients_through_writes_into_views(name):
     np.testing.assert_allclose(braze.grad(f)(x), want, atol=1e-5)
     for target in TARGETS:
         np.testing.assert_allclose(braze.compile(braze.grad(f), target=target)(x), want, atol=1e-5)
+
+
+def _scale_first(a, w):
+    a *= 2
+    return w.sum(axis=-1)
+
+
+def _bump(a, b):
+    a += 1
+    return a + b
+
+
+@pytest.mark.parametrize("make", [
+    lambda x: np.asarray(memoryview(x)),
+    lambda x: np.asarray(memoryview(x))[::-1][::-1],
+    lambda x: np.lib.stride_tricks.as_strided(x, x.shape, x.strides),
+    lambda x: np.frombuffer(x, dtype=x.dtype),
+], ids=["memoryview", "view_of_a_memoryview_array", "as_strided", "frombuffer"])
+def test_arguments_sharing_memory_through_another_owner_are_aliases(make):
+    """Arrays made from another's memory through a memoryview, a buffer or
+    ``as_strided`` have another ``.base`` (no ndarray owns their memory):
+    they were taken as separate memory, and a write through one was not seen
+    through the other, on the first call and on the fast path after an
+    unrelated one. Their memory is now compared."""
+    f = braze.compile(_bump, target="cpu")
+    f(np.zeros(6), make(np.zeros(6)))  # (unrelated arrays first: the fast path's entry)
+    for _ in range(2):
+        x, y = np.arange(6.0), np.arange(6.0)
+        got, want = f(x, make(x)), _bump(y, make(y))
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(x, y)
+    windows = braze.compile(_scale_first, target="cpu")
+    x, y = np.arange(6.0), np.arange(6.0)
+    view = np.lib.stride_tricks.sliding_window_view
+    np.testing.assert_array_equal(windows(x, view(x, 3)), _scale_first(y, view(y, 3)))

@@ -64,15 +64,26 @@ def input_spec(value, aval: Aval, key: tuple) -> InputSpec:
 
 
 def _owner(a: np.ndarray):
-    """The object owning ``a``'s memory (NumPy collapses chains of views)."""
-    return a if a.base is None else a.base
+    """The array owning ``a``'s memory (NumPy collapses chains of views to it),
+    or None where the memory comes from something else: a memoryview, a
+    buffer, ``as_strided``'s stand-in (``sliding_window_view``), an mmap.
+    Arrays with different owners share no memory; others may share it with
+    any array."""
+    if a.base is None:
+        return a
+    base = a.base
+    return base if type(base) is np.ndarray and base.base is None else None
 
 
 def distinct_owners(arrays) -> bool:
-    """The per-call fast check: no two arrays have the same memory owner."""
+    """The per-call fast check: no two arrays have the same memory owner, and
+    each has one (else ``plan_aliases`` compares their memory)."""
     seen = set()
     for a in arrays:
-        k = id(a if a.base is None else a.base)
+        base = a.base
+        if base is not None and (type(base) is not np.ndarray or base.base is not None):
+            return False
+        k = id(a if base is None else base)
         if k in seen:
             return False
         seen.add(k)
@@ -169,19 +180,27 @@ def plan_aliases(leaves: list, names: list[str]) -> AliasPlan:
         return i
 
     by_owner: dict[int, list] = {}
+    foreign = []  # (arrays whose memory no array owns: compared with every other one)
     for i, a in arrays:
-        by_owner.setdefault(id(_owner(a)), []).append((i, a))
+        owner = _owner(a)
+        if owner is None:
+            foreign.append((i, a))
+        else:
+            by_owner.setdefault(id(owner), []).append((i, a))
     same: dict[int, int] = {}
-    for members in by_owner.values():
-        for x in range(len(members)):
-            for y in range(x):
-                (i, a), (j, b) = members[x], members[y]
-                if a is b:
-                    if i not in same:
-                        same[i] = j if j not in same else same[j]
-                    continue
-                if np.may_share_memory(a, b) and np.shares_memory(a, b):
-                    parent[find(i)] = find(j)
+    pairs = [(members[x], members[y]) for members in by_owner.values() for x in range(len(members))
+             for y in range(x)]
+    strays = {i for i, _ in foreign}
+    pairs += [((i, a), (j, b)) for i, a in foreign for j, b in arrays if j != i and (j not in strays or j < i)]
+    for (i, a), (j, b) in pairs:
+        if i < j:
+            (i, a), (j, b) = (j, b), (i, a)
+        if a is b:
+            if i not in same:
+                same[i] = j if j not in same else same[j]
+            continue
+        if np.may_share_memory(a, b) and np.shares_memory(a, b):
+            parent[find(i)] = find(j)
     groups_by_root: dict[int, list] = {}
     for i, a in arrays:
         if i in same:

@@ -925,3 +925,58 @@ def test_a_negative_python_float_to_a_fractional_power_is_complex_as_in_python()
     assert f(4.0, 0.5) == 2.0
     assert f(-8.0, 0.5) == (-8.0) ** 0.5  # (complex: the call runs as Python)
     assert f(-8.0, 2.0) == 64.0
+
+
+@pytest.mark.parametrize("fn, args", [
+    (lambda x, a: x * a, (2 ** 63,)), (lambda x, a, b: x * (a + b), (2 ** 62, 2 ** 62)),
+    (lambda x, a: x * (-a), (-2 ** 63,)), (lambda x, a: x * 10 ** a, (25,)),
+    (lambda x, a, b: x * a ** b, (2, 1000)), (lambda x, a: x * int(a), (1e307,)),
+    (lambda x, a: x * a, (2 ** 64,)),
+], ids=["2**63", "sum past int64", "negated int64 min", "10**25", "2**1000", "int(1e307)", "2**64"])
+def test_python_ints_beyond_int64_are_numpys_values(fn, args):
+    """A Python int outside int64 wrapped when traced (x * 2**63 was negative)
+    or failed in codegen; such a call runs as NumPy, whose values it gets."""
+    x = np.arange(1.0, 4.0)
+    np.testing.assert_array_equal(braze.compile(fn, target="cpu")(x, *args), fn(x, *args))
+
+
+def test_round_of_a_python_float_is_pythons():
+    """round(a, 2) of a Python float is Python's correctly rounded decimal
+    (2.675 -> 2.67; np.round's scaling gave 2.68, and inf for 1e307)."""
+    def scaled(x, a):
+        return x * round(a, 2)
+
+    f, x = braze.compile(scaled, target="cpu"), np.arange(1.0, 4.0)
+    for a in (2.675, 1e307, 0.285, -1.005, 2.675):
+        np.testing.assert_array_equal(f(x, a), scaled(x, a))
+    np.testing.assert_array_equal(f(x, np.float64(2.675)), scaled(x, np.float64(2.675)))  # (NumPy's round)
+
+
+@pytest.mark.parametrize("a, b", [(-7, float("inf")), (-7, float("-inf")), (-1, float("inf")), (-1.0, float("nan"))])
+def test_a_negative_python_number_to_an_infinite_or_nan_power(a, b):
+    def power(x, a, b):
+        return x * (a ** b)
+
+    x = np.arange(1.0, 4.0)
+    np.testing.assert_array_equal(braze.compile(power, target="cpu")(x, a, b), power(x, a, b))
+
+
+def test_values_python_refuses_raise_what_numpy_raises():
+    """``int(nan)`` and an integer array to a negative power are ValueErrors in
+    NumPy; the function's own ``except ValueError`` must catch braze's."""
+    def safe_stop(x, a):
+        try:
+            return x[: int(a)]
+        except ValueError:
+            return x[:1]
+
+    def safe_power(x, s):
+        try:
+            return x ** s
+        except ValueError:
+            return x * 0
+
+    x = np.arange(3.0)
+    np.testing.assert_array_equal(braze.compile(safe_stop, target="cpu")(x, float("nan")), x[:1])
+    xi = np.arange(1, 4)
+    np.testing.assert_array_equal(braze.compile(safe_power, target="cpu")(xi, -1), xi * 0)

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from .errors import DTypeError, where
+from .errors import DTypeError, UnsupportedOpError, where
 
 _SHORT = {
     "bool": "bool", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
@@ -102,6 +102,9 @@ def aval_of_value(value, what: str = "argument") -> Aval:
     if isinstance(value, bool):
         return Aval((), np.dtype(bool), True)
     if isinstance(value, int):
+        if not -2 ** 63 <= value < 2 ** 63:  # (NumPy takes it as uint64, an object or a float: values, not types)
+            raise UnsupportedOpError(f"{what}: the Python int {value} is beyond int64{where()}; braze traces "
+                                     "Python ints as int64, so this call runs as NumPy")
         return Aval((), np.dtype(np.int64), True)
     if isinstance(value, float):
         return Aval((), np.dtype(np.float64), True)

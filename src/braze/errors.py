@@ -55,6 +55,15 @@ class ConcretizationError(BrazeError):
     """A traced value was used where Python needs a concrete one (if, bool, int)."""
 
 
+class RefusedValueError(ConcretizationError, ValueError):
+    """A traced value read into Python that Python refuses with a ValueError
+    (``int(nan)``): the function's own ``except ValueError`` catches it, as in NumPy."""
+
+
+class RefusedTypeError(ConcretizationError, TypeError):
+    """Likewise for a TypeError (``bool()`` of an array of several elements)."""
+
+
 class GuardFailed(BrazeError):
     """A value a compiled program was specialized on (at a graph break) is
     different in this call: the program is traced again for the new values.
@@ -71,6 +80,10 @@ class ShapeError(BrazeError, ValueError):
 
 class DTypeError(BrazeError, TypeError):
     """A dtype braze does not support, or one an op does not accept."""
+
+
+class IntegerPowerError(DTypeError, ValueError):
+    """Integers to a negative integer power: NumPy's ValueError, named as a dtype error."""
 
 
 class UnsupportedOpError(BrazeError, NotImplementedError):

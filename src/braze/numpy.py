@@ -19,8 +19,8 @@ import operator
 import numpy as np
 
 from .core import bind
-from .errors import (DTypeError, IndexOutOfRangeError, PythonIntOverflowError, ShapeError, UnsupportedOpError,
-                     where as _where)
+from .errors import (DTypeError, IndexOutOfRangeError, IntegerPowerError, PythonIntOverflowError, ShapeError,
+                     UnsupportedOpError, where as _where)
 from .ops._util import normalize_axes, normalize_axis
 from .ops.elementwise import BINARY, UNARY
 from .ops._util import broadcast_shape
@@ -163,7 +163,7 @@ def check_power(base, exponent) -> None:
     if dtype is None or np.dtype(dtype).kind not in "iub" or 0 in tuple(np.shape(base)):
         return  # (NumPy checks element by element: an empty base raises nothing)
     if isinstance(exponent, (int, np.integer)) and not isinstance(exponent, bool) and exponent < 0:
-        raise DTypeError(
+        raise IntegerPowerError(
             f"power: integers to negative integer powers are not allowed ({np.dtype(dtype)} ** {exponent})"
             f"{_where()}; convert to float first (x.astype(float) ** {exponent}), as NumPy requires")
 
@@ -1513,6 +1513,8 @@ def full(shape, fill_value, dtype=None, order="C", *, device=None, like=None):
     # (an integer: a NumPy or Python one, or a 0-d integer array, traced or not, as NumPy takes it)
     one = isinstance(shape, (int, np.integer)) or getattr(shape, "ndim", None) == 0
     shape = (operator.index(shape),) if one else tuple(int(d) for d in shape)
+    if builtins.any(d < 0 for d in shape):
+        raise ShapeError(f"negative dimensions are not allowed: shape {shape}{_where()} (NumPy's ValueError)")
     if is_ndarray(fill_value) or isinstance(fill_value, (bool, int, float, np.generic, list, tuple)):
         value = np.asarray(fill_value, dtype=dtype)
         value = value[()] if value.ndim == 0 else value

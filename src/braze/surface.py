@@ -144,7 +144,7 @@ def _python_power(a, b, result):
     (x, a_changes), (y, b_changes) = known_a, known_b
     if x == 0 and y < 0:
         raise ZeroDivisionError("0.0 cannot be raised to a negative power")
-    if x < 0 and y != math.floor(y) and math.isfinite(y):
+    if x < 0 and math.isfinite(y) and y != math.floor(y):  # ((-7) ** inf is inf, as NumPy's)
         raise UnsupportedOpError(f"a negative Python number to a fractional power is complex in Python{where()}; "
                                  "braze traces no complex values")
     if math.isfinite(x) and math.isfinite(y) and not math.isfinite(float(_traced_value(result)[0])):
@@ -297,6 +297,11 @@ class ArrayMethods:
             raise TypeError("type numpy.ndarray doesn't define __round__ method")  # NumPy's words
         if ndigits is None:
             return self._concretize(round, "rounded to a Python int with round()")
+        if getattr(self, "weak", False) and np.dtype(self.dtype).kind == "f":
+            # a Python float: Python's round, correctly rounded in decimal (round(2.675, 2)
+            # is 2.67, the double nearest 2.675 being below it; np.round's scaling gives 2.68)
+            return self._concretize(lambda v: round(float(v), operator.index(ndigits)),
+                                    "rounded with round(x, ndigits), Python's")
         return bnp.round(self, ndigits)
 
     def __trunc__(self):

@@ -31,8 +31,8 @@ import numpy as np
 from . import indexing, layout, pytree
 from .aval import Aval, aval_of_value, check_dtype, is_ndarray, python_scalar_type
 from .core import ABSTRACT, KIND, NUMPY_IMPL, PRIMITIVES, bind, pop_context, push_context, with_flag
-from .errors import (ConcretizationError, PythonIntOverflowError, TraceError, UnsupportedOpError,
-                     user_frame, where)
+from .errors import (ConcretizationError, PythonIntOverflowError, RefusedTypeError, RefusedValueError, TraceError,
+                     UnsupportedOpError, user_frame, where)
 from .graph import Graph, Literal, Node, toposort
 from .surface import ArrayMethods
 from .views import ReadOnlyError, View, is_view_op, make_view, refresh, result_strides, strides_of
@@ -312,8 +312,9 @@ class GraphContext:
         try:
             result = convert(value[()] if tracer._is_scalar() else given)
         except (TypeError, ValueError) as exc:  # as NumPy would refuse it (bool of many elements, ...)
-            raise ConcretizationError(f"a traced value {node.aval} was {what}{loc}, which NumPy refuses for "
-                                      f"this value: {type(exc).__name__}: {exc}") from exc
+            refused = RefusedValueError if isinstance(exc, ValueError) else RefusedTypeError
+            raise refused(f"a traced value {node.aval} was {what}{loc}, which NumPy refuses for "
+                          f"this value: {type(exc).__name__}: {exc}") from exc
         self.guards.append((node, value, f"{what}{loc}"))
         shown = repr(result) if len(repr(result)) < 40 else repr(result)[:37] + "..."
         self.notes.append(f"graph break: a traced {node.aval} was {what}{loc}; specialized on "

@@ -952,7 +952,8 @@ def test_round_of_a_python_float_is_pythons():
     np.testing.assert_array_equal(f(x, np.float64(2.675)), scaled(x, np.float64(2.675)))  # (NumPy's round)
 
 
-@pytest.mark.parametrize("a, b", [(-7, float("inf")), (-7, float("-inf")), (-1, float("inf")), (-1.0, float("nan"))])
+@pytest.mark.parametrize("a, b", [(-7, float("inf")), (-7, float("-inf")), (-1, float("inf")), (-1.0, float("nan")),
+                                  (0.0, float("-inf")), (-0.0, float("-inf"))])
 def test_a_negative_python_number_to_an_infinite_or_nan_power(a, b):
     def power(x, a, b):
         return x * (a ** b)
@@ -980,3 +981,44 @@ def test_values_python_refuses_raise_what_numpy_raises():
     np.testing.assert_array_equal(braze.compile(safe_stop, target="cpu")(x, float("nan")), x[:1])
     xi = np.arange(1, 4)
     np.testing.assert_array_equal(braze.compile(safe_power, target="cpu")(xi, -1), xi * 0)
+
+
+def test_str_and_hash_of_a_python_number_are_its_values():
+    """str(s) of a Python float argument was 'Tracer<f64~[]>' (len 14, not 3),
+    and a dict keyed by numbers could not be read with it (unhashable)."""
+    def tagged(x, s):
+        return x * len(str(s))
+
+    def looked_up(x, s):
+        return x * {0.5: 1.0, 1.5: 2.0}.get(s, 3.0)
+
+    def by_total(x):
+        return x * {6.0: 2.0}.get(x.sum(), 5.0)  # (a NumPy scalar hashes as its value too)
+
+    x = np.arange(1.0, 4.0)
+    for fn in (tagged, looked_up):
+        f = braze.compile(fn, target="cpu")
+        for s in (0.5, 1.5, 0.125, 0.5):
+            np.testing.assert_array_equal(f(x, s), fn(x, s))
+    f = braze.compile(by_total, target="cpu")
+    for y in (x, x + 1, x):
+        np.testing.assert_array_equal(f(y), by_total(y))
+    with pytest.raises(TypeError, match="unhashable"):
+        braze.compile(lambda x: {x: 1}, target="cpu")(x)
+
+
+def test_errors_numpy_raises_for_bad_arguments_are_its_classes():
+    """An update of a read-only argument is NumPy's ValueError; int8 ** -300 its
+    OverflowError (the Python int out of int8), before the negative power."""
+    def bump(x):
+        x += 1
+        return x
+
+    f = braze.compile(bump, target="cpu")
+    f(np.ones(2))
+    frozen = np.ones(2)
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        f(frozen)
+    with pytest.raises(OverflowError):
+        braze.compile(lambda x: x ** -300, target="cpu")(np.arange(5, dtype=np.int8))

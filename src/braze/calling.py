@@ -328,7 +328,9 @@ def check_writeable(mutated: list[int], inputs: list, names: list[str], fn_name:
     for leaf in mutated:
         target = inputs[leaf]
         if is_ndarray(target) and not target.flags.writeable:
-            raise BrazeError(f"{fn_name}: the function writes into argument {names[leaf]} in place, but the "
+            from .views import ReadOnlyError  # (NumPy's ValueError: output array is read-only)
+
+            raise ReadOnlyError(f"{fn_name}: the function writes into argument {names[leaf]} in place, but the "
                              f"array passed is read-only{where()}; pass a writeable copy (np.array(...)) or "
                              "return a new array instead of updating it")
 

@@ -162,6 +162,8 @@ def check_power(base, exponent) -> None:
     dtype = getattr(base, "dtype", None)
     if dtype is None or np.dtype(dtype).kind not in "iub" or 0 in tuple(np.shape(base)):
         return  # (NumPy checks element by element: an empty base raises nothing)
+    if type(exponent) is int and np.dtype(dtype).kind != "b" and exponent < np.iinfo(dtype).min:
+        return  # (NumPy's OverflowError first: the Python int does not fit the dtype)
     if isinstance(exponent, (int, np.integer)) and not isinstance(exponent, bool) and exponent < 0:
         raise IntegerPowerError(
             f"power: integers to negative integer powers are not allowed ({np.dtype(dtype)} ** {exponent})"

@@ -142,7 +142,7 @@ def _python_power(a, b, result):
     if known_a is None or known_b is None:
         return result
     (x, a_changes), (y, b_changes) = known_a, known_b
-    if x == 0 and y < 0:
+    if x == 0 and y < 0 and not math.isinf(y):  # (0.0 ** -inf is inf)
         raise ZeroDivisionError("0.0 cannot be raised to a negative power")
     if x < 0 and math.isfinite(y) and y != math.floor(y):  # ((-7) ** inf is inf, as NumPy's)
         raise UnsupportedOpError(f"a negative Python number to a fractional power is complex in Python{where()}; "
@@ -151,7 +151,7 @@ def _python_power(a, b, result):
         raise OverflowError(34, "Numerical result out of range")
     if a_changes or b_changes:
         ok = bnp.logical_not(bnp.logical_or(bnp.logical_or(
-            bnp.logical_and(bnp.equal(a, 0), bnp.less(b, 0)),
+            bnp.logical_and(bnp.equal(a, 0), bnp.logical_and(bnp.less(b, 0), bnp.isfinite(b))),
             bnp.logical_and(bnp.less(a, 0), bnp.logical_and(bnp.not_equal(b, bnp.floor(b)), bnp.isfinite(b)))),
             bnp.logical_and(bnp.isinf(result), bnp.logical_and(bnp.isfinite(a), bnp.isfinite(b)))))
         bnp._guard(a if a_changes else b, ok, True, "a Python number's power (no error, a real result)")
@@ -179,7 +179,6 @@ class ArrayMethods:
 
     __slots__ = ()
     __array_priority__ = 1000
-    __hash__ = None  # like ndarray: mutable, compared elementwise
 
     @property
     def __class__(self):
@@ -311,6 +310,20 @@ class ArrayMethods:
 
     def item(self, *args):
         return self._concretize(lambda v: np.asarray(v).item(*args), "read with .item()")
+
+    def __str__(self):
+        """A Python number's text (``str(lr)`` as a key or a tag) is its value: a
+        graph break, guarded. Other traced values show themselves, as in print."""
+        if getattr(self, "weak", False) and self._is_scalar():
+            return self._concretize(lambda v: str(v.item()), "converted with str()")
+        return repr(self)
+
+    def __hash__(self):
+        """A scalar hashes as its value (a dict keyed by numbers), read into Python
+        as ``float()`` reads it; an array is unhashable, as NumPy's."""
+        if not self._is_scalar():
+            raise TypeError("unhashable type: 'numpy.ndarray'")
+        return self._concretize(hash, "hashed")
 
     def __format__(self, spec: str) -> str:
         """``f"{x.mean():.3f}"``: the value, formatted as NumPy formats it (a

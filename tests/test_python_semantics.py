@@ -1009,7 +1009,8 @@ def test_str_and_hash_of_a_python_number_are_its_values():
 
 def test_errors_numpy_raises_for_bad_arguments_are_its_classes():
     """An update of a read-only argument is NumPy's ValueError; int8 ** -300 its
-    OverflowError (the Python int out of int8), before the negative power."""
+    OverflowError (the Python int out of int8), before the negative power;
+    np.split(x, 0) its ZeroDivisionError."""
     def bump(x):
         x += 1
         return x
@@ -1022,3 +1023,5 @@ def test_errors_numpy_raises_for_bad_arguments_are_its_classes():
         f(frozen)
     with pytest.raises(OverflowError):
         braze.compile(lambda x: x ** -300, target="cpu")(np.arange(5, dtype=np.int8))
+    with pytest.raises(ZeroDivisionError):  # (NumPy's, from its n % sections)
+        braze.compile(lambda x: np.split(x, 0)[0], target="cpu")(np.arange(6.0))

@@ -972,6 +972,10 @@ def vstack(tup, *, dtype=None, casting="same_kind"):
     return concatenate([atleast_2d(a) for a in tup], 0, dtype=dtype, casting=casting)
 
 
+class _SectionsByZero(ShapeError, ZeroDivisionError):
+    """``np.split(x, 0)``: a ShapeError that is NumPy's ZeroDivisionError too."""
+
+
 def _split(func: str, ary, indices_or_sections, axis, even: bool):
     shape = _shape(ary)
     axis = normalize_axis(func, axis, len(shape), shape)
@@ -979,7 +983,9 @@ def _split(func: str, ary, indices_or_sections, axis, even: bool):
     if isinstance(indices_or_sections, (int, np.integer)):
         sections = int(indices_or_sections)
         if sections <= 0:
-            raise ShapeError(f"{func}: number of sections must be larger than 0{_where()}")
+            # (np.split(x, 0) is NumPy's ZeroDivisionError, from its n % sections; array_split's a ValueError)
+            error = _SectionsByZero if even and sections == 0 else ShapeError
+            raise error(f"{func}: number of sections must be larger than 0{_where()}")
         if even and n % sections:
             raise ShapeError(
                 f"{func}: array split does not result in an equal division: axis {axis} of "

@@ -37,6 +37,7 @@ from .composite import Composite
 from .core import NUMPY_IMPL
 from .errors import BrazeError, TargetError, where
 from .tracing import InputSpec, OutputSpec
+from .views import ReadOnlyError
 
 
 class AliasError(BrazeError, ValueError):
@@ -328,11 +329,9 @@ def check_writeable(mutated: list[int], inputs: list, names: list[str], fn_name:
     for leaf in mutated:
         target = inputs[leaf]
         if is_ndarray(target) and not target.flags.writeable:
-            from .views import ReadOnlyError  # (NumPy's ValueError: output array is read-only)
-
             raise ReadOnlyError(f"{fn_name}: the function writes into argument {names[leaf]} in place, but the "
-                             f"array passed is read-only{where()}; pass a writeable copy (np.array(...)) or "
-                             "return a new array instead of updating it")
+                                f"array passed is read-only{where()}; pass a writeable copy (np.array(...)) or "
+                                "return a new array instead of updating it")  # (NumPy's ValueError)
 
 
 def _write_device(target, value) -> None:

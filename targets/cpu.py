@@ -29,7 +29,7 @@ from braze.pipeline import fused, unfused  # noqa: E402
 
 import time  # noqa: E402
 
-from . import cpu_cache, cpu_driver, cpu_memory, cpu_tiered  # noqa: E402
+from . import cpu_cache, cpu_driver, cpu_memory, cpu_tiered, cpu_workers  # noqa: E402
 from .base import Executable, SlotLayout, Target  # noqa: E402
 from .cpu_codegen import PARALLEL_MIN, generate, needs_numpy  # noqa: E402
 from .cpu_reroll import compile_template  # noqa: E402
@@ -57,6 +57,8 @@ class CPUTarget(Target):
         steps = unfused(graph)  # (composites inlined: kernels chosen inside their bodies show)
         if any(step.node.op == "kernel" for step in steps.steps):
             return _lower_now(graph, donated, mutable)  # a kernel registered for cpu runs once a call, compiled
+        if len(steps.steps) >= cpu_workers.PRESTART_STEPS:
+            cpu_workers.prestart()
         first = _lower_numpy(steps, donated, mutable)  # NumPy, op by op, updates in place
         # (a dry run never runs a host call: it would hand the user's code garbage)
         dry = not any(step.node.op == "host_call" for step in steps.steps)

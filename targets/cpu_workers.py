@@ -72,11 +72,36 @@ def _receive(stream):
     return pickle.loads(data)
 
 
+def _warm_numba() -> None:
+    """Compile a small kernel in the style of the generated ones: numba's first
+    compile in a process loads its lowering registries (about 0.5 s here), which
+    a worker does while it waits for its first job rather than during it."""
+    import numba
+    import numpy as np
+
+    from . import cpu_runtime as rt
+
+    def warm(a, o, n, c):
+        acc = np.float32(0.0)
+        for i in range(n):
+            v = np.float32(a[np.uint64(i)]) * np.float32(c)
+            acc = rt.radd(acc, v)
+            o[np.uint64(i)] = v
+        return acc
+
+    numba.njit(fastmath=False, error_model="numpy", nogil=True)(warm)(
+        np.zeros(1, np.float32), np.zeros(1, np.float32), 1, np.float32(1.0))
+
+
 def serve() -> None:
     """A worker's loop: (module path, module name, function, signature) in,
     None or the error's text out, until its stdin closes."""
     jobs_in, replies = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # (nothing a compile prints may reach the reply pipe)
+    try:
+        _warm_numba()
+    except Exception:  # noqa: BLE001  (only a head start; the jobs say what fails)
+        pass
     while True:
         try:
             path, modname, name, sig = _receive(jobs_in)
@@ -150,6 +175,20 @@ def _workers(n: int) -> list[_Worker]:
         return list(_pool[:n])
 
 
+# A traced program with at least this many steps likely compiles several
+# distinct kernels: its workers start (and warm numba) while it is lowered
+# and its first call runs NumPy, instead of after.
+PRESTART_STEPS = 16
+
+
+def prestart() -> None:
+    """Start the workers now, if any are wanted and none run (returns at once:
+    they import braze and warm numba in their own processes)."""
+    n = wanted()
+    if n and not any(w.alive() for w in _pool):
+        _workers(n)
+
+
 def shutdown() -> None:
     """Stop the workers (they also stop by themselves when this process exits)."""
     with _pool_lock:
@@ -175,6 +214,7 @@ def compile_many(jobs) -> None:
             continue
         seen.add((source, name, sig))
         todo.append((source, name, sig))
+    todo.sort(key=lambda job: -len(job[0]))  # the longest first: the last to finish is a short one
     n = min(wanted(), len(todo) - 1)
     if n <= 0:
         return  # (one kernel, or no workers: its first call compiles it)

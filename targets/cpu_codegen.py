@@ -35,7 +35,7 @@ from braze.graph import Node
 
 from . import cpu_runtime as rt
 from .reductions import CPU, ArgExtremum, Sum, ValueOfArg, reduction, twin_arg
-from .scalar import CpuOps, cast, literal, np_type
+from .scalar import CpuOps, Typed, cast, literal, np_type, typed_name
 
 TRIG = ("sin", "cos")
 TRIG_MAX = 2.0 ** 48  # cpu_math.TRIG_MAX_ARG: the vector sin/cos reduce arguments below it
@@ -427,6 +427,8 @@ class LoopCodegen:
         if key not in env:
             var = self._fresh(f"l_{self.leaf_names[id(node)]}_")
             load = self._load(node, space)
+            if load != self.leaf_names[id(node)]:  # (an element of an array of the leaf's dtype)
+                var = Typed(var, node.aval.dtype)
             if self._hoist is not None and not _INNER_INDEX.search(load):
                 self._hoist.append(f"{var} = {load}")  # row-invariant: read once per row
                 self._hoisted[var] = (load, np.dtype(node.aval.dtype))
@@ -467,16 +469,16 @@ class LoopCodegen:
             if expr is not None:
                 var = self._fresh("v")
                 env["__lines__"].append(f"{var} = {expr}")
-                env[id(node)] = var
-                return var
+                env[id(node)] = typed_name(var, expr, node.aval.dtype)
+                return env[id(node)]
         args = [self._operand(i, space, env) for i in node.inputs]
         if node.op in TRIG and self.has_trig and not self.exact:
             return self._trig(node, args[0], env)
         expr = self.ops.emit(node.op, node.kw, args, [i.aval for i in node.inputs], node.aval.dtype)
         var = self._fresh("v")
         env["__lines__"].append(f"{var} = {expr}")
-        env[id(node)] = var
-        return var
+        env[id(node)] = typed_name(var, expr, node.aval.dtype)
+        return env[id(node)]
 
     def _trig(self, node: Node, arg: str, env: dict) -> str:
         """Vectorized sin/cos, valid for |x| < 2**48; a larger argument sets the
@@ -487,10 +489,11 @@ class LoopCodegen:
         x = self._fresh("tx")
         var = self._fresh("v")
         env["__lines__"].append(f"{x} = {cast(arg, t)}")
+        x = Typed(x, t)
         env["__lines__"].append(f"tbig = tbig | (abs({x}) >= {literal(TRIG_MAX, t)})")
         env["__lines__"].append(f"{var} = {cast(f'vm.{node.op}_{suffix}({x})', out)}")
-        env[id(node)] = var
-        return var
+        env[id(node)] = Typed(var, out)
+        return env[id(node)]
 
     def _trig_open(self, w) -> None:
         if self.has_trig and not self.exact:
@@ -710,6 +713,12 @@ class LoopCodegen:
 
     def _acc_result(self, red: Node, accs: dict) -> str:
         return self._red(red).finalize(accs[id(self._twins.get(id(red), red))])
+
+    def _result_var(self, w: Writer, red: Node, accs: dict, env: dict) -> None:
+        """A reduction's result into a variable of ``env``."""
+        var, expr = self._fresh("red"), self._acc_result(red, accs)
+        w(f"{var} = {expr}")
+        env[id(red)] = typed_name(var, expr, red.aval.dtype)
 
     def _blocked(self, reds) -> list:
         """The float sums among ``reds``: added in vectorized blocks (see BLOCK)."""
@@ -1011,9 +1020,7 @@ class LoopCodegen:
                 self._nan_rerun(w, red, env, p, accs, out_flat, f"d{self.od}")
             self._past_nan = set()
             for red in self._reductions(p):
-                var = self._fresh("red")
-                w(f"{var} = {self._acc_result(red, accs)}")
-                env[id(red)] = var
+                self._result_var(w, red, accs, env)
             self._row_env(w, env, p)
         for out in self.row_outputs:
             value = env[id(out)] if id(out) in env else self._value_now(w, out, env)
@@ -1204,9 +1211,7 @@ class LoopCodegen:
     def _row_results(self, w: Writer, reds, accs: dict, env: dict) -> None:
         """Row ``o``'s reductions finalized, its row values and its outputs."""
         for red in reds:
-            var = self._fresh("red")
-            w(f"{var} = {self._acc_result(red, accs)}")
-            env[id(red)] = var
+            self._result_var(w, red, accs, env)
         self._row_env(w, env, 1)
         for out in self.row_outputs:
             value = env[id(out)] if id(out) in env else self._value_now(w, out, env)
@@ -1392,9 +1397,7 @@ class LoopCodegen:
                 r = self._red(red)
                 if r.parts():  # (a ValueOfArg has none: its arg reduction's, combined before it)
                     self._combine_parts(w, red, acc, "c")
-                var = self._fresh("red")
-                w(f"{var} = {self._acc_result(red, accs)}")
-                env[id(red)] = var
+                self._result_var(w, red, accs, env)
             self._row_env(w, env, p)
         for out in self.row_outputs:
             value = env[id(out)] if id(out) in env else self._value_now(w, out, env)

@@ -26,7 +26,7 @@ import numpy as np
 
 from braze.aval import python_scalar_type
 from braze.core import KIND, PRIMITIVES
-from braze.ops._util import np_type, scalar_cast as cast, scalar_literal as literal  # noqa: F401 (re-exported)
+from braze.ops._util import Typed, np_type, typed_name, scalar_cast as cast, scalar_literal as literal  # noqa: F401 (re-exported)
 
 from . import cpu_runtime as rt
 

@@ -27,13 +27,27 @@ def short_dtype(dtype) -> str:
     return _SHORT.get(dtype.name, dtype.name)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Aval:
-    """Shape, dtype and weakness of one traced array."""
+    """Shape, dtype and weakness of one traced array. Its hash is computed once:
+    every node's interning key holds its aval, hashed at each lookup."""
 
     shape: tuple[int, ...]
     dtype: np.dtype
     weak: bool = False
+
+    def __post_init__(self):
+        object.__setattr__(self, "_key", (self.shape, self.dtype, self.weak))
+        object.__setattr__(self, "_hash", hash(self._key))
+
+    def __eq__(self, other):
+        return self is other or (type(other) is Aval and self._key == other._key)
+
+    def __hash__(self):
+        return self._hash
+
+    def __reduce__(self):  # (a hash is per process: another one computes its own)
+        return (Aval, (self.shape, self.dtype, self.weak))
 
     @property
     def ndim(self) -> int:

@@ -10,6 +10,7 @@ Nothing compares graphs recursively; every walk uses an explicit stack.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import threading
 import weakref
@@ -52,24 +53,28 @@ class Node:
 
     __slots__ = ("op", "inputs", "params", "aval", "_hash", "__weakref__")
 
-    # (op, ids of the inputs, params, aval) -> the node. Inputs are kept alive by
-    # the nodes that use them, so an id in a live key always names a live node.
-    _table: "weakref.WeakValueDictionary[tuple, Node]" = weakref.WeakValueDictionary()
-    _lock = threading.Lock()
+    # (op, ids of the inputs, params, aval) -> a weak reference to the node. Inputs
+    # are kept alive by the nodes that use them, so an id in a live key always
+    # names a live node. (A plain dict of weak references, not a
+    # WeakValueDictionary: its Python-level get and set were a sixth of tracing.)
+    _table: "dict[tuple, weakref.ref]" = {}
+    _lock = threading.RLock()  # (re-entrant: a node dying inside __new__ forgets itself under it)
 
     def __new__(cls, op: str, inputs: tuple, params: tuple, aval):
         inputs = tuple(inputs)
         key = (op, tuple(map(id, inputs)), params, aval)
-        node = cls._table.get(key)
+        ref = cls._table.get(key)
+        node = ref() if ref is not None else None
         if node is not None:
             return node
         with cls._lock:
-            node = cls._table.get(key)
+            ref = cls._table.get(key)
+            node = ref() if ref is not None else None
             if node is None:
                 node = object.__new__(cls)
                 node.op, node.inputs, node.params, node.aval = op, inputs, params, aval
                 node._hash = hash(key)
-                cls._table[key] = node
+                cls._table[key] = weakref.ref(node, functools.partial(_forget, key))
         return node
 
     @classmethod
@@ -101,6 +106,13 @@ class Node:
 
     def __repr__(self):
         return f"Node({self.op}, {len(self.inputs)} inputs, {self.aval})"
+
+
+def _forget(key: tuple, ref: weakref.ref) -> None:
+    """A node died: its entry goes, unless a new node took its key meanwhile."""
+    with Node._lock:
+        if Node._table.get(key) is ref:
+            del Node._table[key]
 
 
 # Compiling allocates millions of small objects (nodes, avals, tuples) that live

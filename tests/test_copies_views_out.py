@@ -259,3 +259,84 @@ def lists_of_traced_scalars(h, b):
 def test_writes_into_a_full_of_a_traced_value_and_lists_of_traced_scalars(target):
     check(full_then_write, np.ones((4, 3)), np.float64(1.5), target=target)
     check(lists_of_traced_scalars, np.arange(4.0), np.ones(3), target=target)
+
+
+# ------------------------------------ a copy of an argument written in place (probe 12)
+
+COPIES_AFTER_A_WRITE = {
+    "copy": lambda x: x.copy(),
+    "np.copy": np.copy,
+    "np.array": lambda x: np.array(x),
+    "astype same dtype": lambda x: x.astype(np.float64),
+    "flatten": lambda x: x.flatten(),
+    "slice copy": lambda x: x[1:].copy(),
+    "reshape copy": lambda x: x.reshape(2, 3).copy(),
+    "concatenate one": lambda x: np.concatenate([x]),
+    "pad by nothing": lambda x: np.pad(x, 0),
+    "tile once": lambda x: np.tile(x, 1),
+    "roll by nothing": lambda x: np.roll(x, 0),
+    "sum over no axes": lambda x: x.sum(axis=()),
+}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("make", list(COPIES_AFTER_A_WRITE))
+def test_a_copy_of_an_argument_after_writing_into_it_is_new(make, target):
+    """``x[0] = 5; return x.copy()``: the update ran in the caller's array
+    and the copy, a value like x in the graph, came back as that array."""
+    copy_of = COPIES_AFTER_A_WRITE[make]
+
+    def fn(x):
+        x[0] = 5.0
+        return copy_of(x)
+
+    f = braze.compile(fn, target=target)
+    for _ in range(3):  # (the first call, and the fast path)
+        a, b = np.zeros(6), np.zeros(6)
+        got, want = f(a), fn(b)
+        assert not np.shares_memory(got, a)
+        a[1] = b[1] = 99.0  # the caller goes on using its array
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(a, b)
+
+
+def _write_copy_write(x):
+    x[0] = 5.0
+    y = x.copy()
+    x[1] = 7.0
+    return y
+
+
+def _write_return_itself(x):
+    x[0] = 5.0
+    return x
+
+
+def _write_return_view(x):
+    x[0] = 5.0
+    return x[1:]
+
+
+def _aliased_write_then_copy(x, y):
+    x[1:] = x[:-1] + y[1:]
+    return y[:3].copy()
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_written_arguments_come_back_as_numpys(target):
+    for fn, shares in ((_write_copy_write, False), (_write_return_itself, True), (_write_return_view, True)):
+        f = braze.compile(fn, target=target)
+        for _ in range(3):
+            a, b = np.zeros(6), np.zeros(6)
+            got, want = f(a), fn(b)
+            assert np.shares_memory(got, a) is shares and (got is a) is (want is b)
+            np.testing.assert_array_equal(got, want)
+            np.testing.assert_array_equal(a, b)
+    f = braze.compile(_aliased_write_then_copy, target=target)
+    for _ in range(3):
+        a, b = np.arange(6.0), np.arange(6.0)
+        got, want = f(a, a), _aliased_write_then_copy(b, b)
+        assert not np.shares_memory(got, a)
+        a[0] = b[0] = -1.0
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(a, b)

@@ -32,7 +32,7 @@ from .errors import BrazeError, ConcretizationError, GuardFailed, TraceError, wh
 from .fusion import Program as Fused
 from .fusion import fuse
 from .fusion import unfused as one_step_per_op
-from .core import current_context
+from .core import PRIMITIVES, current_context
 from .graph import Graph, Node, collector_paused
 from .log import logger
 from .passes import inline_composites, run_passes, small_contractions
@@ -108,8 +108,30 @@ def lower(program: Program, target) -> Program:
     # A program with graph breaks may find at a guard that it must be traced again
     # and rerun: it never writes into its arguments before it has finished.
     program.executable = target.lower(selected, donated=frozenset(() if program.breaks else program.donated),
-                                      mutable=frozenset(() if program.breaks else program.mutated))
+                                      mutable=frozenset(() if program.breaks else _updatable(program, selected)))
     return program
+
+
+def _updatable(program: Program, graph: Graph) -> list[int]:
+    """The mutated inputs a target may update in place: not one a result holds
+    a value of from before its last update (``x[0] = 5; y = x.copy(); x[1] = 7;
+    return y``: y is x's first update, which in place would be x's memory, and
+    the second update, written back into x, would show through y)."""
+    n_out = program.n_out
+    results = set()
+    for node in graph.outputs[:n_out]:
+        while is_view_op(node.op):
+            node = node.inputs[0]
+        results.add(id(node))
+    keep = []
+    for j, i in enumerate(program.mutated):
+        node, earlier = graph.outputs[n_out + j], False
+        while node.op != "input" and node.inputs and PRIMITIVES[node.op].inplace is not None and not earlier:
+            node = node.inputs[0]
+            earlier = node.op != "input" and id(node) in results  # (the input itself: the plan sees it)
+        if not earlier:
+            keep.append(i)
+    return keep
 
 
 def lower_graph(graph: Graph, target, out_tree=pytree.LEAF, n_out: int | None = None) -> Program:
@@ -175,7 +197,7 @@ def _build(fn: Callable, call: calling.Call, target, name: str, strict: bool) ->
     graph, stages = run_passes(traced.graph, keep_stages=True)
     t2 = time.perf_counter()
     n_out = len(graph.outputs) - len(traced.mutated) - len(traced.guards)
-    _mark_shared_results(graph.outputs[:n_out], traced.outputs)
+    _mark_shared_results(graph.outputs[:n_out], traced.outputs, graph.outputs[n_out:n_out + len(traced.mutated)])
     program = Program(call.key, graph, stages, None, out_tree[0], n_out, traced.mutated, donated=call.donated,
                       outputs=traced.outputs, guards=traced.guards,
                       breaks=bool(traced.guards) or any(n.op == "host_call" for n in graph.nodes))
@@ -197,13 +219,16 @@ def _build(fn: Callable, call: calling.Call, target, name: str, strict: bool) ->
     return program, program.times
 
 
-def _mark_shared_results(outputs: list[Node], specs: list) -> None:
+def _mark_shared_results(outputs: list[Node], specs: list, written: list[Node] = ()) -> None:
     """A traced result that is not a view of an argument in NumPy but whose
-    node is an argument, a capture or a constant (or a view of one: ``a.copy()``
-    is ``a`` in a graph of values) is copied at each call, before the arguments
+    node is an argument, a capture or a constant, or the value an argument
+    updated in place ends with (or a view of one: ``a.copy()`` is ``a`` in a
+    graph of values, and ``x[0] = 5; return x.copy()`` the update a target
+    may run in the caller's array) is copied at each call, after the arguments
     are written back: a new array, as NumPy's, never the caller's memory, a
     global's, or the constant another call returns."""
     results: dict[int, int] = {}
+    finals = {id(n) for n in written}
     for i, (node, spec) in enumerate(zip(outputs, specs)):
         if spec is None or not spec.traced or spec.view is not None:
             continue
@@ -212,7 +237,7 @@ def _mark_shared_results(outputs: list[Node], specs: list) -> None:
             continue
         while is_view_op(node.op):
             node = node.inputs[0]
-        spec.copy = node.op in ("input", "capture", "const")
+        spec.copy = node.op in ("input", "capture", "const") or id(node) in finals
 
 
 def _odd_argument_error(name: str, call: calling.Call, exc: Exception) -> TraceError:

@@ -795,3 +795,76 @@ def test_gradients_of_median_percentile_quantile_match_finite_differences(name):
 def test_order_statistics_other_methods_say_they_have_no_rule():
     with pytest.raises(GradientError, match="method='linear'"):
         braze.grad(lambda x: np.quantile(x, 0.3, method="nearest"))(np.arange(5.0))
+
+
+# Functions braze runs untraced that write into an array (probe 12): the tape
+# went on with the value from before the write, a wrong gradient, zero for the
+# values written. Each now raises GradientError, eagerly and compiled.
+_W = np.array([1.0, 10.0, 100.0])
+_FIRST = np.array([True, False, False])
+UNTRACED_WRITES = {
+    "put": lambda y, x: np.put(y, [0], x[2]),
+    "place": lambda y, x: np.place(y, _FIRST, x[2]),
+    "putmask": lambda y, x: np.putmask(y, _FIRST, x[2]),
+    "copyto where": lambda y, x: np.copyto(y, 2 * x[::-1], where=_FIRST),
+    "fill_diagonal": lambda y, x: np.fill_diagonal(y.reshape(1, 3), x[2]),
+    "multiply.at": lambda y, x: np.multiply.at(y, [0], x[2]),
+    "maximum.at": lambda y, x: np.maximum.at(y, [0], x[2]),
+    "subtract.at": lambda y, x: np.subtract.at(y, [0, 0], x[1:]),
+    "put into a plain array": lambda y, x: np.put(np.zeros(3), [0], x[2]),
+}
+
+
+@pytest.mark.parametrize("target", [None, "cpu"])
+@pytest.mark.parametrize("name", sorted(UNTRACED_WRITES))
+def test_untraced_writes_under_a_gradient_raise(name, target):
+    write = UNTRACED_WRITES[name]
+
+    def f(x):
+        y = x.copy()
+        write(y, x)
+        return (y * _W).sum()
+
+    x = np.array([1.0, 2.0, 3.0])
+    assert braze.compile(f, target="cpu")(x.copy()) == f(x.copy())  # (no tape: NumPy's value)
+    g = braze.grad(f)
+    with pytest.raises(GradientError, match="writes into an array"):
+        (g if target is None else braze.compile(g, target=target))(x.copy())
+
+
+def test_writes_into_a_detached_array_keep_working_under_a_tape():
+    def f(x):
+        y = np.zeros(3)
+        np.put(y, [0], 7.0)  # (no watched value involved: NumPy runs it)
+        return (x * y).sum()
+
+    np.testing.assert_array_equal(braze.grad(f)(np.ones(3)), [7.0, 0.0, 0.0])
+
+
+# Ravels in F, K and A order follow the layout of the watched array (probe 12:
+# the tape did not know it, and read every array in C order: gradients came
+# back transposed).
+RAVELS = {
+    "ravel F": lambda x: x.ravel(order="F"),
+    "flatten F": lambda x: x.flatten("F"),
+    "np.ravel F": lambda x: np.ravel(x, order="F"),
+    "transpose ravel K": lambda x: x.T.ravel("K"),
+    "transpose ravel A": lambda x: x.T.ravel("A"),
+    "F copy ravel K": lambda x: np.copy(x, order="F").ravel("K"),
+    "asfortranarray ravel K": lambda x: np.asfortranarray(x).ravel("K"),
+    "K copy of a transpose, ravel K": lambda x: np.copy(x.T, order="K").ravel("K"),
+}
+
+
+@pytest.mark.parametrize("target", [None, "generic", "cpu"])
+@pytest.mark.parametrize("name", sorted(RAVELS))
+def test_gradients_of_ravels_follow_the_memory_order(name, target):
+    ravel, w = RAVELS[name], np.arange(6.0) + 1.0
+
+    def f(x):
+        return (ravel(x) * w).sum()
+
+    x = np.arange(6.0).reshape(2, 3)
+    g = braze.grad(f)
+    got = (g if target is None else braze.compile(g, target=target))(x)
+    np.testing.assert_allclose(got, central_differences(f, x), rtol=1e-7)

@@ -56,6 +56,40 @@ def _dtype(x) -> np.dtype:
 # ---------------------------------------------------------------- watched arrays
 
 
+class _read_only:  # noqa: N801  (used as a context manager, named as one)
+    """A function run untraced on watched values may not write into an array
+    (``np.put(y, i, v)``, ``np.fill_diagonal``, ``np.copyto(buf, w)``): the tape
+    would go on with the value before the write, or a plain array would hold
+    watched values with no gradient, a wrong gradient either way. The arrays
+    are read-only meanwhile, and such a write is a GradientError (``ufunc.at``,
+    which writes into a read-only array all the same, always is)."""
+
+    def __init__(self, values, name: str):
+        self.message = _WRITES.format(name=name, at=where())
+        if name.endswith(".at"):
+            raise GradientError(self.message)
+        self.frozen = [v for v in values if is_ndarray(v) and v.flags.writeable]
+        # (a traced value, under a compiled gradient: the graph break rebinds what it writes)
+        self.traced = [(v, v._node) for v in values if isinstance(v, Tracer)]
+
+    def __enter__(self):
+        for v in self.frozen:
+            v.flags.writeable = False
+
+    def __exit__(self, kind, exc, tb):
+        for v in self.frozen:
+            v.flags.writeable = True
+        if kind is not None and issubclass(kind, ValueError) and "read-only" in str(exc):
+            raise GradientError(self.message) from exc
+        if kind is None and any(v._node is not node for v, node in self.traced):
+            raise GradientError(self.message)
+
+
+_WRITES = ("{name}{at} writes into an array while the gradient tape watches its arguments; braze does not "
+           "trace it and has no gradient for the write. Write with indexing (y[i] = v, y[mask] = v), np.where "
+           "or np.add.at, or cut the gradient on purpose with braze.stop_gradient")
+
+
 def _reread_value(t: "Watched", view, base: "Watched") -> None:
     fresh = bind(view.op, base, **view.params)  # recorded: the gradient follows the view
     t._value_, t._id_ = primal_parts(fresh, t._tape)
@@ -96,6 +130,29 @@ class Watched(ArrayMethods):
     def _value(self):
         self._sync()
         return self._value_
+
+    def _relayout(self, order: str, like=None) -> None:
+        """A new array (a copy) laid out as NumPy lays out its copies (see
+        ``Tracer._relayout``): its value, laid out so."""
+        value = self._value
+        like = like._value if isinstance(like, Watched) else like
+        if isinstance(value, Tracer):
+            value._relayout(order, like)
+        elif is_ndarray(value):
+            ref = like if is_ndarray(like) else value
+            out = np.empty_like(ref, order=order) if ref.shape == value.shape else np.empty_like(value, order=order)
+            out[...] = value
+            self._value_ = out
+
+    @property
+    def flags(self):
+        return self._value.flags
+
+    @property
+    def _strides(self):
+        """Its value's layout (a NumPy array's, or a tracer's modelled one): order
+        'K' and 'F' ravels follow it, as NumPy's do."""
+        return bnp._element_strides(self._value)
 
     @property
     def _id(self):
@@ -302,6 +359,7 @@ class GradientTape:
     def __init__(self, persistent: bool = False):
         self.persistent = persistent
         self._records: list[_Record] = []
+        self._constants: set[int] = set()  # ids of the buffers it watches as constants (np.zeros, ...)
         self._parent = None
         self._entered = False
         self._exited = False
@@ -351,7 +409,9 @@ class GradientTape:
         """An array the user's code made (np.zeros, np.empty, ...) while this tape
         records: watched as a constant, so that writes of watched values into
         it (``out[i, j] = w``) are recorded."""
-        return Watched(self, value, next(_ids))
+        ident = next(_ids)
+        self._constants.add(ident)
+        return Watched(self, value, ident)
 
     # ---- watching
     def watch(self, x):
@@ -418,7 +478,8 @@ class GradientTape:
             value, ident = primal_parts(a, self)
             in_values.append(value)
             in_ids.append(ident)
-        out = call_untraced(fn, name, tuple(in_values), kwargs)
+        with _read_only(in_values, name):
+            out = call_untraced(fn, name, tuple(in_values), kwargs)
         if self._paused:
             return out
         n_args = len(args)
@@ -452,7 +513,11 @@ class GradientTape:
                 in_values.append(value)
                 in_ids.append(ident)
         plain_args, plain_kwargs = pytree.unflatten(tree, leaves)
-        out = call_untraced(fn, name, plain_args, plain_kwargs)
+        if all(i in self._constants for i in in_ids):  # (no gradient reaches or leaves it: np.put(zeros, i, 7.0))
+            out = call_untraced(fn, name, plain_args, plain_kwargs)
+        else:
+            with _read_only(leaves, name):
+                out = call_untraced(fn, name, plain_args, plain_kwargs)
         if self._paused:
             return out
 

@@ -785,8 +785,8 @@ def ravel(a, order="C"):
     strides), else a copy in that order."""
     order = _check_order("ravel", order)
     strides = _element_strides(a)
-    if strides is None or _ndim(a) < 1:
-        return reshape(a, (-1,))  # (layout not modelled: a reshape, which knows it is uncertain)
+    if strides is None or _ndim(a) < 1:  # (layout not modelled: a reshape, which knows it is uncertain)
+        return reshape(a, (-1,), order="F" if order == "F" else "C")
     shape = _shape(a)
     c = is_c_contiguous(shape, strides)
     f = is_f_contiguous(shape, strides)

@@ -71,12 +71,13 @@ def has_vector_math(name: str, suffix: str) -> bool:
 
 @_jit
 def maximum(a, b):
-    return a if (a >= b or a != a) else b
+    """NumPy's: NaN wins, and of two equal values (-0.0 and 0.0) the second."""
+    return a if (a > b or a != a) else b
 
 
 @_jit
 def minimum(a, b):
-    return a if (a <= b or a != a) else b
+    return a if (a < b or a != a) else b
 
 
 @_jit

@@ -335,8 +335,10 @@ def _clip_vjp(ct, x, lo, hi, *, out):
 
 
 def _clip_scalar(args, in_avals, out):
+    # x on ties (NumPy's own scalar loop; its vector loop picks the bound for
+    # some signed zeros, so no one rule matches NumPy at every length), NaN kept
     x, lo, hi = (_cast(v, out) for v in args)
-    return _cast(f"rt.minimum(rt.maximum({x}, {lo}), {hi})", out)
+    return _cast(f"rt.minimum({hi}, rt.maximum({lo}, {x}))", out)
 
 
 clip = elementwise("clip", np.clip, 3, vjp=_clip_vjp, scalar=_clip_scalar, flags=("custom_scalar",))

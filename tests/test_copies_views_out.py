@@ -340,3 +340,36 @@ def test_written_arguments_come_back_as_numpys(target):
         a[0] = b[0] = -1.0
         np.testing.assert_array_equal(got, want)
         np.testing.assert_array_equal(a, b)
+
+
+# ------------------------------------------------ 0-d arrays and round's decimals (probe 12)
+
+ZERO_D = {
+    "zeros(())": lambda a: np.zeros(()),
+    "full((), x[0])": lambda a: np.full((), a[0]),
+    "sum into a 0-d out": lambda a: np.sum(a, out=np.zeros(())),
+    "add into a 0-d out": lambda a: np.add(a.sum(), 1, out=np.zeros(())),
+    "multiply into an empty(())": lambda a: np.multiply(a[0], 2, out=np.empty(())),
+    "zeros(()) + x[1]": lambda a: np.zeros(()) + a[1],
+}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("name", sorted(ZERO_D))
+def test_zero_d_arrays_made_inside_stay_arrays(name, target):
+    check(ZERO_D[name], np.arange(3.0), target=target)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_round_takes_integer_decimals_only(target):
+    with pytest.raises(TypeError):
+        braze.compile(lambda x: np.round(x, 1.5), target=target)(np.arange(3.0))
+    check(lambda x: np.round(x, np.int64(1)), np.arange(3.0) / 3, target=target)
+
+
+def test_full_of_a_watched_value_keeps_its_gradient():
+    def f(a):
+        return (np.full((2,), a[0]) * a[1:]).sum() + np.full((), a[2]) * 2.0
+
+    np.testing.assert_array_equal(braze.grad(f)(np.arange(3.0)), [3.0, 0.0, 2.0])
+    np.testing.assert_array_equal(braze.compile(braze.grad(f), target="cpu")(np.arange(3.0)), [3.0, 0.0, 2.0])

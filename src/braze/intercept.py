@@ -132,6 +132,8 @@ def _constructor(name: str):
         if kind == "trace":
             return traced(*args, **kwargs)
         tape = current_context()  # a buffer made under a tape: watched, so writes into it are recorded
+        if any(_holds_braze_array(a) for a in (*args, *kwargs.values())):
+            return traced(*args, **kwargs)  # (np.full(shape, w) of a watched w: recorded, w's gradient kept)
         value = traced(*args, **kwargs) if getattr(tape._parent, "intercepts", None) == "trace" else \
             original(*args, **kwargs)
         return tape.buffer(value) if value.dtype.kind in "fc" else value

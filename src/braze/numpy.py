@@ -322,6 +322,7 @@ def round(a, decimals=0, out=None):  # noqa: A001
     ``/ 10**d``; for a negative ``d``, ``a / 10**-d``, rint, ``* 10**-d``, in
     float64 for integers, which come back as their own dtype), a 0-d argument
     giving a scalar."""
+    decimals = operator.index(decimals)  # (NumPy's TypeError for np.round(x, 1.5))
     dt = _dtype(a)
     if dt.kind in "biu" and decimals >= 0:
         result = asarray_copy(a)
@@ -1529,7 +1530,10 @@ def full(shape, fill_value, dtype=None, order="C", *, device=None, like=None):
     else:  # a traced or watched value
         value = fill_value if dtype is None else astype(fill_value, dtype)
     # A copy, so that eagerly the result is a fresh writable array, as NumPy's.
-    return copy_as(asarray_copy(broadcast_to(value, shape)), order)
+    result = copy_as(asarray_copy(broadcast_to(value, shape)), order)
+    if not shape and getattr(result, "_scalar", False):
+        result._scalar = False  # (np.full((), x[0]) is a 0-d array, no scalar)
+    return result
 
 
 def zeros(shape, dtype=float, order="C", *, device=None, like=None):

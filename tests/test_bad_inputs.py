@@ -183,6 +183,39 @@ def test_axis_out_of_range(op, fn, axis, target, valid):
     recovers(f, (valid,), fn(valid))
 
 
+# Each of these is refused by NumPy too; braze's error is a BrazeError *and* an
+# instance of the class NumPy raises, so the program's own except clause still works.
+NUMPY_CLASS_CASES = {
+    "sum-axis": lambda a: a.sum(axis=3),
+    "cumsum-axis": lambda a: np.cumsum(a, axis=-3),
+    "argmax-axis": lambda a: a.argmax(axis=2),
+    "concatenate-axis": lambda a: np.concatenate([a, a], axis=2),
+    "transpose-axes": lambda a: a.transpose(0, 2),
+    "expand_dims-axis": lambda a: np.expand_dims(a, 4),
+    "moveaxis-axis": lambda a: np.moveaxis(a, 0, 3),
+    "sort-axis": lambda a: np.sort(a, axis=2),
+    "split-axis": lambda a: np.split(a, 2, axis=2),
+    "too-many-indices": lambda a: a[0, 0, 0],
+    "float-index": lambda a: a[1.0],
+    "axis-a-string": lambda a: a.sum(axis="x"),
+    "inv-not-square": lambda a: np.linalg.inv(a),
+    "solve-not-square": lambda a: np.linalg.solve(a, a[:, 0]),
+    "tile-negative": lambda a: np.tile(a, -1),
+}
+
+
+@pytest.mark.parametrize("case", list(NUMPY_CLASS_CASES))
+def test_error_is_numpy_s_class(case):
+    fn = NUMPY_CLASS_CASES[case]
+    x = np.arange(6.0).reshape(2, 3)
+    with pytest.raises(Exception) as numpy_error:
+        fn(x)
+    with pytest.raises(braze.BrazeError) as braze_error:
+        braze.compile(fn, target="generic")(x)
+    assert isinstance(braze_error.value, type(numpy_error.value)), (braze_error.value, numpy_error.value)
+    assert_here(str(braze_error.value))
+
+
 INDEX10 = braze.compile(lambda x: x[10] * 2.0, target="cpu")
 
 

@@ -25,11 +25,16 @@ from .api import CacheInfo, Compiled, Lowered, cache_info, clear_cache, compile,
 from .composite import Composite, composite
 from .core import bind
 from .errors import (
+    ArgumentTypeError,
+    AxisError,
     BrazeError,
     CompositeError,
     ConcretizationError,
     DTypeError,
     IndexOutOfRangeError,
+    IndexShapeError,
+    IndexTypeError,
+    LinAlgShapeError,
     ShapeError,
     TargetError,
     TraceError,
@@ -68,7 +73,8 @@ def explain(fn, *args, **kwargs) -> str:
 
 __all__ = [
     "BrazeError", "CacheInfo", "Compiled", "Composite", "CompositeError", "ConcretizationError",
-    "DTypeError", "Graph", "IndexOutOfRangeError", "Lowered", "Node", "ShapeError", "TargetError", "TraceError",
+    "DTypeError", "Graph", "IndexOutOfRangeError", "IndexShapeError", "IndexTypeError", "LinAlgShapeError",
+    "AxisError", "ArgumentTypeError", "Lowered", "Node", "ShapeError", "TargetError", "TraceError",
     "UnsupportedOpError", "KernelError", "bind", "cache_info", "clear_cache", "compile",
     "defvjp", "disable_kernels", "explain", "grad", "value_and_grad", "vjp", "GradientTape", "GradientError",
     "stop_gradient", "register_kernel", "set_log", "verify", "testing", "composite", "numpy", "trace",

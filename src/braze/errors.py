@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import sys
 
+import numpy as np
+
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _ROOT_DIR = os.path.dirname(os.path.dirname(_PKG_DIR))  # holds kernels/, targets/
 _SKIP_DIRS = (
@@ -78,6 +80,21 @@ class ShapeError(BrazeError, ValueError):
     """Shapes that do not fit together (broadcasting, matmul, reshape, axes)."""
 
 
+class AxisError(ShapeError, np.exceptions.AxisError):
+    """An axis out of an array's range: NumPy's AxisError (a ValueError and an IndexError)."""
+
+    def __init__(self, message: str):
+        np.exceptions.AxisError.__init__(self, message)
+
+
+class ArgumentTypeError(BrazeError, TypeError):
+    """An argument of the wrong Python type (``axis="x"``): NumPy's TypeError."""
+
+
+class LinAlgShapeError(ShapeError, np.linalg.LinAlgError):
+    """A matrix of the wrong shape for a LAPACK routine (not square): NumPy's LinAlgError."""
+
+
 class DTypeError(BrazeError, TypeError):
     """A dtype braze does not support, or one an op does not accept."""
 
@@ -104,7 +121,12 @@ class IndexOutOfRangeError(BrazeError, IndexError):
 
 class IndexShapeError(ShapeError, IndexError):
     """An index NumPy refuses with IndexError, seen while tracing: out of the
-    axis's bounds, or index arrays whose shapes do not broadcast together."""
+    axis's bounds, too many indices, or index arrays whose shapes do not
+    broadcast together."""
+
+
+class IndexTypeError(DTypeError, IndexError):
+    """An index of a type NumPy refuses with IndexError (a float, a string)."""
 
 
 class PythonIntOverflowError(BrazeError, OverflowError):

@@ -16,8 +16,8 @@ import numpy as np
 
 from . import numpy as bnp
 from .core import bind
-from .errors import (DTypeError, IndexOutOfRangeError, IndexShapeError, PythonIntOverflowError, ShapeError,
-                     UnsupportedOpError, where)
+from .errors import (DTypeError, IndexOutOfRangeError, IndexShapeError, IndexTypeError, PythonIntOverflowError,
+                     ShapeError, UnsupportedOpError, where)
 from .ops.shape import slice_length
 from .aval import is_ndarray
 from .ops._util import broadcast_shape
@@ -85,7 +85,7 @@ def _entries(key, shape):
             else:
                 raise DTypeError(f"getitem: index arrays must be integers, got a traced {k.dtype} array{where()}")
         else:
-            raise DTypeError(
+            raise IndexTypeError(
                 f"getitem: {type(k).__name__} {k!r} is not a valid index{where()}; "
                 "use ints, slices, None, ..., or integer/boolean arrays"
             )
@@ -94,7 +94,7 @@ def _entries(key, shape):
     consumed = sum(1 for kind, _ in entries if kind in ("slice", "int", "array"))
     consumed += sum(len(v.shape) for kind, v in entries if kind == "mask")
     if consumed > len(shape):
-        raise ShapeError(
+        raise IndexShapeError(
             f"getitem: too many indices for an array of shape {tuple(shape)}: "
             f"{len(shape)} dimensions, {consumed} indexed{where()}"
         )

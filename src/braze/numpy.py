@@ -1688,6 +1688,9 @@ def repeat(a, repeats, axis=None):
 
 def tile(A, reps):
     reps = (int(reps),) if np.ndim(reps) == 0 else tuple(int(r) for r in reps)
+    if builtins.any(r < 0 for r in reps):
+        raise ShapeError(f"tile: negative dimensions are not allowed, got reps {reps}{_where()}; "
+                         "use reps >= 0 (0 gives an empty axis)")
     shape = _shape(A)
     d = len(reps)
     if builtins.all(r == 1 for r in reps) and d <= len(shape):

@@ -6,7 +6,7 @@ import functools
 import numpy as np
 
 from ..aval import Aval
-from ..errors import DTypeError, ShapeError, where
+from ..errors import ArgumentTypeError, AxisError, DTypeError, ShapeError, where
 
 
 def describe(avals) -> str:
@@ -46,10 +46,10 @@ def dtype_error(op: str, avals, exc: Exception) -> DTypeError:
 
 def normalize_axis(op: str, axis: int, ndim: int, shape=None) -> int:
     if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
-        raise ShapeError(f"{op}: axis must be an int, got {axis!r}{where()}")
+        raise ArgumentTypeError(f"{op}: axis must be an int, got {axis!r}{where()}")
     if not -ndim <= axis < ndim:
         what = f"shape {shape}" if shape is not None else f"ndim {ndim}"
-        raise ShapeError(
+        raise AxisError(
             f"{op}: axis {axis} is out of range for an array of {what}{where()}; "
             f"use an axis in [{-ndim}, {ndim - 1}]"
         )

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..aval import Aval, is_ndarray
 from ..core import bind, declare
-from ..errors import GradientError, ShapeError, UnsupportedOpError, where
+from ..errors import GradientError, LinAlgShapeError, ShapeError, UnsupportedOpError, where
 from ._util import dtype_error
 from .reduce import reduce_sum
 from .shape import broadcast_to, dtype_of, reshape, shape_of, transpose
@@ -165,7 +165,7 @@ declare("einsum", "linalg", abstract=_einsum_abstract, impl=_einsum_impl, vjp=_e
 
 def _square(func, a: Aval) -> None:
     if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
-        raise ShapeError(f"{func}: last 2 dimensions of the array must be square, got {a}{where()}")
+        raise LinAlgShapeError(f"{func}: last 2 dimensions of the array must be square, got {a}{where()}")
     if np.dtype(a.dtype).kind not in "biuf":
         raise dtype_error(func, (a,), TypeError(f"{func} of {a.dtype}"))
 

@@ -268,15 +268,33 @@ def logaddexp(x, y):
     return tmp
 
 
+# NumPy's npy_logaddexp2: x + LOG2E * log1p(exp2(-(x - y))), in the operands' precision
+# (the float32 loop multiplies by a float32 LOG2E; a float64 product rounds differently).
+_LOG2E = 1.442695040888963407359924681001892137
+_LOG2E_F32 = np.float32(_LOG2E)
+
+
 @_jit
 def logaddexp2(x, y):
     if x == y:
         return x + 1.0
     tmp = x - y
     if tmp > 0:
-        return x + math.log1p(2.0 ** -tmp) / math.log(2.0)
+        return x + _LOG2E * math.log1p(math.exp2(-tmp))
     if tmp <= 0:
-        return y + math.log1p(2.0 ** tmp) / math.log(2.0)
+        return y + _LOG2E * math.log1p(math.exp2(tmp))
+    return tmp
+
+
+@_jit
+def logaddexp2_f32(x, y):
+    if x == y:
+        return x + 1.0
+    tmp = x - y
+    if tmp > 0:
+        return x + _LOG2E_F32 * np.float32(math.log1p(np.float32(math.exp2(-tmp))))
+    if tmp <= 0:
+        return y + _LOG2E_F32 * np.float32(math.log1p(np.float32(math.exp2(tmp))))
     return tmp
 
 

@@ -35,7 +35,7 @@ if config.ENABLE_CUDASIM:
         return staticmethod(call)
 
     math = types.SimpleNamespace(**{name: getattr(math, name) for name in dir(math) if not name.startswith("_")})
-    for _name, _fn in dict(exp=np.exp, expm1=np.expm1, log=np.log, log1p=np.log1p, log2=np.log2,
+    for _name, _fn in dict(exp=np.exp, exp2=np.exp2, expm1=np.expm1, log=np.log, log1p=np.log1p, log2=np.log2,
                            log10=np.log10, sqrt=np.sqrt, sin=np.sin, cos=np.cos, tan=np.tan, asin=np.arcsin,
                            acos=np.arccos, atan=np.arctan, atan2=np.arctan2, sinh=np.sinh, cosh=np.cosh,
                            tanh=np.tanh, asinh=np.arcsinh, acosh=np.arccosh, atanh=np.arctanh,
@@ -87,6 +87,7 @@ log2 = _twin(_cpu.log2)
 log10 = _twin(_cpu.log10)
 logaddexp = _twin(_cpu.logaddexp)
 logaddexp2 = _twin(_cpu.logaddexp2)
+logaddexp2_f32 = _twin(_cpu.logaddexp2_f32)
 neumaier = _twin(_cpu.neumaier)
 compensated = _twin(_cpu.compensated)
 

@@ -58,6 +58,7 @@ def _chains(a, b, c):
         np.where(a > b, a * c, b - c), a < b, a == b, np.isnan(a), np.isinf(b), np.isfinite(c),
         np.signbit(a), a // b, a % b, np.fmod(a, b), np.divmod(b, c)[0],
         a.astype(np.float64 if a.dtype == np.float32 else np.float32), (a * 0.5 + b * 0.25) / 3.0,
+        np.logaddexp(a, b), np.logaddexp2(a, b), np.rad2deg(a), np.deg2rad(a),  # libm's scalar calls, as NumPy's
     )
 
 

@@ -82,6 +82,12 @@ def _kind_rt(fn):
     return lambda a, b, t: f"rt.{fn}_{t.kind}({a}, {b})"
 
 
+def _in(t, value):
+    """``value`` in float dtype ``t``: NumPy's loops compute their constants in the
+    loop's precision (rad2deg's float32 factor is ``180.0f / NPY_PIf``)."""
+    return np.dtype(t).type(value)
+
+
 def _literal(value, t) -> str:
     return scalar_literal(value, t)
 
@@ -176,7 +182,7 @@ logaddexp = elementwise("logaddexp", np.logaddexp, 2,
                         vjp=lambda ct, x, y, *, out: (ct * exp(x - out), ct * exp(y - out)), scalar=_rt("logaddexp"))
 logaddexp2 = elementwise("logaddexp2", np.logaddexp2, 2,
                          vjp=lambda ct, x, y, *, out: (ct * exp2(x - out), ct * exp2(y - out)),
-                         scalar=_rt("logaddexp2"))
+                         scalar=lambda a, b, t: f"rt.logaddexp2{'_f32' if t == np.float32 else ''}({a}, {b})")
 
 # ---------------------------------------------------------------- trigonometric and hyperbolic
 
@@ -197,9 +203,9 @@ arccosh = elementwise("arccosh", np.arccosh, 1, vjp=unary(lambda ct, x, out: ct 
 arctanh = elementwise("arctanh", np.arctanh, 1, vjp=unary(lambda ct, x, out: ct / (1 - x * x)),
                       scalar=_math("atanh"))
 deg2rad = elementwise("deg2rad", np.deg2rad, 1, vjp=unary(lambda ct, x, out: ct * (math.pi / 180)),
-                      scalar=lambda a, t: f"({a} * {_literal(np.pi / 180, t)})")
+                      scalar=lambda a, t: f"({a} * {_literal(_in(t, np.pi) / _in(t, 180), t)})")
 rad2deg = elementwise("rad2deg", np.rad2deg, 1, vjp=unary(lambda ct, x, out: ct * (180 / math.pi)),
-                      scalar=lambda a, t: f"({a} * {_literal(180 / np.pi, t)})")
+                      scalar=lambda a, t: f"({a} * {_literal(_in(t, 180) / _in(t, np.pi), t)})")
 
 
 def _arctan2_vjp(ct, y, x, *, out):

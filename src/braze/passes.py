@@ -376,37 +376,88 @@ def dce(graph: Graph) -> Graph:
 # recomputes), and the most ops one slice recomputes that way.
 SINK_OPS = with_flag("cheap")
 SINK_BUDGET = 8
+# A slice or rotation is sunk only through values no earlier sink computed:
+# the values a sink makes are recomputations (level 1), and sinking into them
+# again would compose the stencils of consecutive loop iterations into one,
+# recomputing more each step until the budget cuts it off at a place that
+# differs from step to step (20 steps of a limiter: 19 distinct kernels). At
+# level 1 each iteration's stencil is one kernel, and the iterations alike.
+MAX_SINK_LEVEL = 1
 
 
-def sink_slices(graph: Graph) -> Graph:
+class Sinks:
+    """What ``sink_slices`` tells ``lift_rotations`` (one per ``run_passes``):
+    the level of each value a sink made, and the values a slice was not sunk
+    through because of it, which are therefore written to memory: a later sink
+    reads them by offset rather than computing them again."""
+
+    def __init__(self):
+        self.levels: dict[int, tuple[Node, int]] = {}
+        self.kept: dict[int, Node] = {}
+
+    def level(self, node: Node) -> int:
+        hit = self.levels.get(id(node))
+        return hit[1] if hit is not None and hit[0] is node else 0
+
+    def made(self, node: Node, level: int) -> None:
+        self.levels[id(node)] = (node, max(level, self.level(node)))
+
+    def is_kept(self, node: Node) -> bool:
+        return self.kept.get(id(node)) is node
+
+    def tree(self, node: Node) -> tuple[int, int, int]:
+        """(ops, highest level, lowest level) of the cheap elementwise tree under
+        ``node``, down to the values kept; the count stops past ``SINK_BUDGET``."""
+        stack, seen, n, high, low = [node], set(), 0, 0, MAX_SINK_LEVEL
+        while stack and n <= SINK_BUDGET:
+            m = stack.pop()
+            if id(m) in seen or m.op not in SINK_OPS or (m is not node and self.is_kept(m)):
+                continue
+            seen.add(id(m))
+            n += 1
+            high, low = max(high, self.level(m)), min(low, self.level(m))
+            stack.extend(m.inputs)
+        return n, high, low
+
+    def may_sink(self, value: Node) -> int | None:
+        """The level of the values a sink through ``value`` makes, or None when
+        it may not (the value is kept in memory from now on). A tree a sink
+        made, all of it, is sunk again at its level: that composes two shifts
+        of the same reads (the outer roll of ``np.roll(np.roll(b, 1, 0), 1, 1)``
+        through the inner one's ``astype``), no step's values computed anew."""
+        if self.is_kept(value):
+            return None
+        ops, level, low = self.tree(value)
+        if low >= MAX_SINK_LEVEL:
+            return None if ops > SINK_BUDGET else level
+        if level >= MAX_SINK_LEVEL:
+            self.kept[id(value)] = value
+            return None
+        return None if ops > SINK_BUDGET else level + 1
+
+
+def sink_slices(graph: Graph, sinks: Sinks | None = None) -> Graph:
     """A slice of a cheap elementwise value is that value computed from slices of
     its operands: ``dq = q[1:] - q[:-1]; dq[1:] * dq[:-1]`` reads windows of
     ``q`` only, so the stencil is one kernel reading ``q`` at offsets (fusion
     then reads the windows by offset) instead of a kernel writing ``dq`` and
     another reading two windows of it. Exactly the same operations on the same
-    elements; at most ``SINK_BUDGET`` ops are recomputed per slice, and only
-    through operands of the value's own shape (or scalars)."""
+    elements; at most ``SINK_BUDGET`` ops are recomputed per slice, only
+    through operands of the value's own shape (or scalars), and never through
+    a value an earlier sink made (``MAX_SINK_LEVEL``, ``Sinks``)."""
     memo: dict[tuple, Node | None] = {}
-
-    def cost(node: Node, seen: set) -> int:
-        """Ops in the cheap elementwise tree under ``node`` (past the budget: stop)."""
-        stack, n = [node], 0
-        while stack and n <= SINK_BUDGET:
-            m = stack.pop()
-            if id(m) in seen or m.op not in SINK_OPS:
-                continue
-            seen.add(id(m))
-            n += 1
-            stack.extend(m.inputs)
-        return n
+    sinks = Sinks() if sinks is None else sinks
+    made = [0]  # the level of the values the current sink makes
 
     def sunk(node: Node, slices: tuple, shape: tuple) -> Node:
         key = (id(node), slices)
         if key in memo:
             return memo[key]
-        if node.op in SINK_OPS and all(i.aval.ndim == 0 or i.aval.shape == node.aval.shape for i in node.inputs):
+        if (node.op in SINK_OPS and not sinks.is_kept(node)
+                and all(i.aval.ndim == 0 or i.aval.shape == node.aval.shape for i in node.inputs)):
             new = Node(node.op, tuple(i if i.aval.ndim == 0 else sunk(i, slices, shape) for i in node.inputs),
                        node.params, Aval(shape, node.aval.dtype, node.aval.weak))
+            sinks.made(new, made[0])
         else:
             new = Node.make("slice", (node,), Aval(shape, node.aval.dtype, node.aval.weak), slices=slices)
         memo[key] = new
@@ -415,9 +466,12 @@ def sink_slices(graph: Graph) -> Graph:
     def visit(node: Node) -> Node:
         value = node.inputs[0] if node.op == "slice" else None
         if (value is None or value.op not in SINK_OPS or not node.aval.size
-                or not all(i.aval.ndim == 0 or i.aval.shape == value.aval.shape for i in value.inputs)
-                or cost(value, set()) > SINK_BUDGET):
+                or not all(i.aval.ndim == 0 or i.aval.shape == value.aval.shape for i in value.inputs)):
             return node
+        level = sinks.may_sink(value)
+        if level is None:
+            return node
+        made[0] = level
         return sunk(value, node.kw["slices"], node.aval.shape)
 
     return rewrite(graph, visit)
@@ -446,7 +500,7 @@ def rotation(node: Node) -> tuple | None:
     return base, ax, a
 
 
-def lift_rotations(graph: Graph) -> Graph:
+def lift_rotations(graph: Graph, sinks: Sinks | None = None) -> Graph:
     """``np.roll`` of a cheap elementwise value (``np.roll(board.astype(int),
     1, 0)``), which ``sink_slices`` made the value computed on each of two
     slices and concatenated, is that value computed from rotations of its
@@ -454,7 +508,10 @@ def lift_rotations(graph: Graph) -> Graph:
     array is what a kernel reads by index (targets/cpu.py) rather than a
     concatenation written out. So is a rotation of such a value the slices
     were not sunk through (the outer roll of ``np.roll(np.roll(b, 1, 0), 1,
-    1)``, the inner lifted first). Trees of at most SINK_BUDGET ops."""
+    1)``, the inner lifted first). Trees of at most SINK_BUDGET ops, and as
+    ``sink_slices``, never through a value a sink made (``sinks``, from it)."""
+    sinks = Sinks() if sinks is None else sinks
+    made = [0]  # the level of the values the current rotation makes
 
     def lifted(p: Node, q: Node, ax: int, shape: tuple, budget: list) -> Node | None:
         if p.op == "slice" and q.op == "slice":
@@ -475,16 +532,20 @@ def lift_rotations(graph: Graph) -> Graph:
             if r is None:
                 return None
             ins.append(r)
-        return Node(p.op, tuple(ins), p.params, Aval(shape, p.aval.dtype, p.aval.weak))
+        new = Node(p.op, tuple(ins), p.params, Aval(shape, p.aval.dtype, p.aval.weak))
+        sinks.made(new, max(sinks.level(p), sinks.level(q)))
+        return new
 
     def rotated(x: Node, ax: int, a: int, budget: list) -> Node:
         """``x`` rotated: a cheap elementwise value computed from its operands
         rotated (within the budget), anything else as the concatenation."""
-        if x.op in SINK_OPS and not isinstance(x.aval, tuple) and budget[0] > 0 \
+        if x.op in SINK_OPS and not isinstance(x.aval, tuple) and budget[0] > 0 and not sinks.is_kept(x) \
                 and all(i.aval.ndim == 0 or i.aval.shape == x.aval.shape for i in x.inputs):
             budget[0] -= 1
-            return Node(x.op, tuple(i if i.aval.ndim == 0 else rotated(i, ax, a, budget) for i in x.inputs),
-                        x.params, x.aval)
+            new = Node(x.op, tuple(i if i.aval.ndim == 0 else rotated(i, ax, a, budget) for i in x.inputs),
+                       x.params, x.aval)
+            sinks.made(new, made[0])
+            return new
         shape = tuple(x.aval.shape)
         part = [(0, d, 1) for d in shape]
         head, tail = list(part), list(part)
@@ -499,7 +560,11 @@ def lift_rotations(graph: Graph) -> Graph:
         rot = rotation(node)
         if rot is not None:  # a rotation of a value: of its operands, when it is cheap
             base, ax, a = rot
-            return rotated(base, ax, a, [SINK_BUDGET]) if base.op in SINK_OPS else node
+            level = sinks.may_sink(base) if base.op in SINK_OPS else None
+            if level is None:
+                return node
+            made[0] = level
+            return rotated(base, ax, a, [SINK_BUDGET])
         if node.inputs[0].op not in SINK_OPS:
             return node
         p, q = node.inputs
@@ -739,8 +804,9 @@ PASSES: list[tuple[str, Callable[[Graph], Graph]]] = [
 def run_passes(graph: Graph, keep_stages: bool = False):
     """(final graph, [(stage name, graph), ...] if keep_stages else [])."""
     stages = [("trace", graph)] if keep_stages else []
+    sinks = Sinks()  # what sink_slices tells lift_rotations
     for name, fn in PASSES:
-        graph = fn(graph)
+        graph = fn(graph, sinks) if fn in (sink_slices, lift_rotations) else fn(graph)
         if keep_stages:
             stages.append((name, graph))
     return graph, stages

@@ -47,6 +47,7 @@ from .cpu_codegen import KernelSource, LoopCodegen, Writer
 from .reductions import CUDA
 from .scalar import VECTOR_MATH, CpuOps, cast, literal, np_type
 from braze.core import PRIMITIVES
+from braze.ops.elementwise import deg2rad_factor, rad2deg_factor
 
 MAXT = 256        # threads per block of row and split kernels (a power of two)
 ROWCAP = 1024     # elements of a row kept in shared memory per cached leaf
@@ -95,10 +96,10 @@ class CudaOps(CpuOps):
         return self.op_multiply(a, a, t)
 
     def op_deg2rad(self, a, t):
-        return self.op_multiply(a, literal(np.pi / 180, t), t)
+        return self.op_multiply(a, literal(deg2rad_factor(t), t), t)
 
     def op_rad2deg(self, a, t):
-        return self.op_multiply(a, literal(180 / np.pi, t), t)
+        return self.op_multiply(a, literal(rad2deg_factor(t), t), t)
 
     def rule(self, op: str):
         if op in VECTOR_MATH:  # (no vector math on the GPU: the op's own math call)

@@ -82,10 +82,16 @@ def _kind_rt(fn):
     return lambda a, b, t: f"rt.{fn}_{t.kind}({a}, {b})"
 
 
-def _in(t, value):
-    """``value`` in float dtype ``t``: NumPy's loops compute their constants in the
-    loop's precision (rad2deg's float32 factor is ``180.0f / NPY_PIf``)."""
-    return np.dtype(t).type(value)
+def deg2rad_factor(t):
+    """deg2rad's factor in float dtype ``t``: NumPy's loops compute their constants
+    in the loop's precision (float32: ``NPY_PIf / 180.0f``)."""
+    return np.dtype(t).type(np.pi) / np.dtype(t).type(180)
+
+
+def rad2deg_factor(t):
+    """rad2deg's factor in float dtype ``t`` (float32: ``180.0f / NPY_PIf``, one
+    ulp from float32(180 / pi))."""
+    return np.dtype(t).type(180) / np.dtype(t).type(np.pi)
 
 
 def _literal(value, t) -> str:
@@ -203,9 +209,9 @@ arccosh = elementwise("arccosh", np.arccosh, 1, vjp=unary(lambda ct, x, out: ct 
 arctanh = elementwise("arctanh", np.arctanh, 1, vjp=unary(lambda ct, x, out: ct / (1 - x * x)),
                       scalar=_math("atanh"))
 deg2rad = elementwise("deg2rad", np.deg2rad, 1, vjp=unary(lambda ct, x, out: ct * (math.pi / 180)),
-                      scalar=lambda a, t: f"({a} * {_literal(_in(t, np.pi) / _in(t, 180), t)})")
+                      scalar=lambda a, t: f"({a} * {_literal(deg2rad_factor(t), t)})")
 rad2deg = elementwise("rad2deg", np.rad2deg, 1, vjp=unary(lambda ct, x, out: ct * (180 / math.pi)),
-                      scalar=lambda a, t: f"({a} * {_literal(_in(t, 180) / _in(t, np.pi), t)})")
+                      scalar=lambda a, t: f"({a} * {_literal(rad2deg_factor(t), t)})")
 
 
 def _arctan2_vjp(ct, y, x, *, out):

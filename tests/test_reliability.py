@@ -1,6 +1,6 @@
 """Reliability under load: many threads at once, kernel registration while
 others compile, several processes sharing one fresh cache directory, memory
-over 100,000 calls, and the bounded (LRU) trace cache."""
+over 20,000 calls, and the bounded (LRU) trace cache."""
 import gc
 import logging
 import os

@@ -490,18 +490,24 @@ class LoopCodegen:
         var = self._fresh("v")
         env["__lines__"].append(f"{x} = {cast(arg, t)}")
         x = Typed(x, t)
-        env["__lines__"].append(f"tbig = tbig | (abs({x}) >= {literal(TRIG_MAX, t)})")
+        flag = self._trig_flag
+        env["__lines__"].append(f"{flag} = {flag} | (abs({x}) >= {literal(TRIG_MAX, t)})")
         env["__lines__"].append(f"{var} = {cast(f'vm.{node.op}_{suffix}({x})', out)}")
         env[id(node)] = Typed(var, out)
         return env[id(node)]
 
+    # The flag a large sin/cos argument sets. A chunked prange loop keeps its own
+    # (``tbigc``): numba does not reduce a flag shared with the code around the
+    # loop, so the loop would overwrite what the code before it had set.
+    _trig_flag = "tbig"
+
     def _trig_open(self, w) -> None:
         if self.has_trig and not self.exact:
-            w("tbig = False")
+            w(f"{self._trig_flag} = False")
 
     def _trig_close(self, w) -> None:
         if self.has_trig and not self.exact:
-            w("if tbig:")
+            w(f"if {self._trig_flag}:")
             w("    tf[0] = 1")
 
     def _power(self, node: Node, space: str, env: dict) -> str | None:
@@ -1349,6 +1355,7 @@ class LoopCodegen:
                     w(f"{acc}{sfx}_part = np.empty(nch, {np_type(dt)})")
             w(f"for c in {self.rng}(nch):")
             w.indent()
+            self._trig_flag = "tbigc"
             self._trig_open(w)
             for red in reds:
                 for line in self._acc_init(red, accs[id(red)]):
@@ -1387,6 +1394,7 @@ class LoopCodegen:
                 self._nan_rerun(w, red, env, p, accs, "np.uint64(j0)", f"{lo}, {hi}")
             self._past_nan = set()
             self._trig_close(w)
+            self._trig_flag = "tbig"
             for red in reds:
                 acc = accs[id(red)]
                 for sfx, _ in self._red(red).parts():

@@ -63,6 +63,20 @@ def test_sin_cos_of_huge_arguments_match_numpy(dtype):
     src = f.lower(x).source
     assert f"vm.sin_{'f32' if dtype == 'float32' else 'f64'}" in src and "def kernel_exact(" in src
 
+def test_huge_sin_argument_beside_a_parallel_reduction_reruns_with_libm():
+    """A reduction's chunked prange loop kept its large-argument flag in the
+    variable the code before the loop had set, and numba does not reduce such
+    a flag: sin(1e20) of a 0-d input, computed before the loop, came out NaN."""
+    def f(x, s):
+        return np.sum(np.sin(x)) + np.sin(s), np.sum(x * np.cos(s))
+
+    x = np.linspace(0.0, 3.0, 300_000)
+    for s in (np.float64(1e20), np.array(-3e19), np.array(0.5)):
+        got, want = braze.compile(f, target="cpu")(x, s), f(x, s)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-12)
+
+
 
 def test_loops_over_size_one_dimensions_compile_quickly():
     """Found by the gradient fuzzer: over size-1 dimensions only, every load

@@ -172,6 +172,20 @@ def needs_numpy(loop: Loop) -> str | None:
     return None
 
 
+def const_arg_dtype(node: Node) -> np.dtype:
+    """The dtype a literal is passed to a kernel in: its own, but float16 (a
+    ``np.float16`` scalar beside float32 data) as float32, which holds it
+    exactly: numba has no float16, and the kernel casts it to the operation's
+    type anyway (a float16 operation is evaluated with NumPy: needs_numpy)."""
+    dtype = np.dtype(node.aval.dtype)
+    return np.dtype(np.float32) if dtype == np.float16 else dtype
+
+
+def const_arg(node: Node):
+    """A literal's value as the kernel argument it is passed as."""
+    return np.asarray(node.kw["value"].value).astype(node.aval.dtype).astype(const_arg_dtype(node))[()]
+
+
 def generate(loop: Loop, name: str = "kernel", out_windows: dict | None = None) -> KernelSource:
     """``out_windows``: output index -> the steps of a window of a larger array
     (``u[1:-1, 1:-1] = ...``) that output is written into: the kernel takes that

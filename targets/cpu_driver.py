@@ -37,6 +37,7 @@ from braze.fusion import Loop
 from . import cpu_cache
 from .base import numpy_loop
 from .generic import weakly_typed
+from .cpu_codegen import const_arg
 from .cpu_memory import fits, outputs, overlapping
 
 PART = 256  # steps per generated function
@@ -304,7 +305,7 @@ def loop_step(w: Writer, j: int, loop: Loop, slot_of: dict, ks, kernel, buffers:
         args.append(f"f{k}")
     args += [str(int(d)) for d in loop.domain]
     for k, c in enumerate(ks.consts):
-        args.append(w.bind(f"C{j}_{k}", np.asarray(c.kw["value"].value).astype(c.aval.dtype)[()]))
+        args.append(w.bind(f"C{j}_{k}", const_arg(c)))
     starts = [int(a) for leaf in ks.leaves if id(leaf) in loop.windows for a in loop.windows[id(leaf)][1]]
     if ks.packed:  # the windows' starts (Loop.windows), one array
         args.append(w.bind(f"WV{j}", np.array(starts, np.int64)))

@@ -17,7 +17,7 @@ from braze.fusion import Loop, View, fuse
 from braze.reroll import Rolled
 
 from . import cpu_cache
-from .cpu_codegen import FASTMATH, FLAGS, HEADER, PARALLEL_MIN, generate, needs_numpy
+from .cpu_codegen import FASTMATH, FLAGS, HEADER, PARALLEL_MIN, const_arg, generate, needs_numpy
 from .scalar import cast
 
 CHUNKS = 64  # parallel chunks of an independent loop (each takes one scratch buffer)
@@ -95,7 +95,7 @@ def compile_template(spec: Rolled, leaves, iterations: int) -> object | None:
                 return None  # another view of a window (a transpose, a reshape): not sliced here
         args += [f"o{k}" for k in range(len(loop.outputs))] + [str(int(d)) for d in loop.domain] \
             + [f"c{k}" for k in range(len(ks.consts))]
-        consts = [np.asarray(c.kw["value"].value).astype(c.aval.dtype)[()] for c in ks.consts]
+        consts = [const_arg(c) for c in ks.consts]
         dtype = np.dtype(loop.outputs[0].aval.dtype).name
         step = [f"kernel_serial({', '.join(args)})", *store]
         work = int(np.prod(loop.domain, dtype=np.int64))

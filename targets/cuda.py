@@ -42,6 +42,7 @@ from braze.pipeline import fused
 
 from . import cpu_cache, cpu_memory
 from .base import Executable, SlotLayout, Target, numpy_loop
+from .cpu_codegen import const_arg, const_arg_dtype
 from .cuda_codegen import MAXT, generate
 from .cuda_index import gather, scatter_add, take_along_axis
 from .cuda_memory import (DArray, _c_strides, _Device, _grid, _import_cuda, _sliced, assign, contiguous_copy, device,
@@ -143,7 +144,7 @@ class _LoopRunner:
         if ks is None:
             ks = generate(self.loop, flat, self.skeleton)
             ks.kernel = cpu_cache.load(ks.source)
-            ks.consts_values = tuple(np.asarray(c.kw["value"].value).astype(c.aval.dtype)[()] for c in ks.consts)
+            ks.consts_values = tuple(const_arg(c) for c in ks.consts)
             self.variants[flat] = ks
         return ks
 
@@ -449,7 +450,7 @@ def compile_ptx(loop: Loop, flat: tuple[bool, ...] | None = None, cc=(8, 0), ske
             for _sfx, dt in red_parts:
                 sig += [array(dt), array(dt)]
     sig += [types.int64] * (3 + split + len(loop.domain))
-    sig += [from_dtype(np.dtype(c.aval.dtype)) for c in ks.consts]
+    sig += [from_dtype(const_arg_dtype(c)) for c in ks.consts]
     # numba compiles the device functions a kernel calls (cuda_runtime) for the
     # current device's compute capability, which asks the driver; without one,
     # say which capability is meant.

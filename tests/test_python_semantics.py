@@ -546,6 +546,24 @@ def test_a_python_number_to_the_power_of_a_numpy_value_keeps_its_type(target):
         np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_float16_scalar_in_the_source_beside_wider_arrays(target):
+    """A literal np.float16 met float32 data: the cpu kernel took it as a
+    float16 argument, which numba has no type for (it crashed)."""
+    cases = {
+        "add": lambda x: x + np.float16(0.1),
+        "where": lambda x: np.where(x > 1, x, np.float16(0.5)),
+        "mul_sub": lambda x: (x * np.float16(-3.25) - np.float16(655.5)).sum(),
+        "divide": lambda x: np.float16(1.0) / (x + 1),
+    }
+    for dtype in (np.float32, np.float64, np.int16, np.int64, np.bool_):
+        x = (np.arange(6) % 3).astype(dtype)
+        for name, fn in cases.items():
+            got, want = braze.compile(fn, target=target)(x), fn(x)
+            assert np.asarray(got).dtype == np.asarray(want).dtype, (name, dtype)
+            np.testing.assert_array_equal(got, want, err_msg=f"{name} {dtype}")
+
+
 class LazyLayer:
     def __init__(self):
         self.W = None

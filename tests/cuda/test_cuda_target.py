@@ -41,7 +41,8 @@ CASES = {
     "heaviside": (lambda x, h: (np.heaviside(x, h), np.heaviside(x.astype(np.float32), np.float32(0.5))),
                   [_special(), _f64(3, 9)]),
     "logs of negatives": (lambda x: (np.log2(x), np.log10(x), np.logaddexp(x, x * 2), np.logaddexp2(x, x * 2),
-                                     np.logaddexp2(x.astype(np.float32), np.float32(3.0))),
+                                     np.logaddexp2(x.astype(np.float32), np.float32(3.0)),
+                                     x.astype(np.float32) * np.float16(0.1)),  # (numba has no float16 argument)
                           [np.array([-1.0, 0.0, 2.0, 800.0, np.nan])]),
     "special f32": (lambda x: (np.expm1(x), np.log1p(x), np.cbrt(x), np.trunc(x), np.ceil(x), np.arctan2(x, 1.5),
                                np.hypot(x, x), np.minimum(x, -1.0), x % 1.5, x // 0.7), [_special(np.float32)]),

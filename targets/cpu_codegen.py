@@ -570,7 +570,13 @@ class LoopCodegen:
         variants = [("", True, False), ("_serial", False, False)]
         if self.has_trig:
             variants.append(("_exact", False, True))
+        scalar = self.R == 0 and not loop.compact  # (no loop: one body whether parallel or not)
+        bodies: dict[bool, tuple] = {}
         for suffix, parallel, exact in variants:
+            if scalar and exact in bodies:
+                body, self.consts, self.const_names = bodies[exact]
+                functions.append(self._function(self.name + suffix, parallel, body))
+                continue
             self.exact = exact
             self._names = 0
             self.consts, self.const_names = [], {}
@@ -599,6 +605,8 @@ class LoopCodegen:
                 self._rows_loop(body, self.rng)
             interleave = INTERLEAVE if flat and self._latency_bound() else 0
             functions.append(self._function(self.name + suffix, parallel, body, interleave))
+            if scalar:
+                bodies[exact] = (body, self.consts, self.const_names)
         src = HEADER + "".join(functions)
         return KernelSource(src, list(loop.leaves), list(loop.outputs), list(self.consts), self.leaf_shapes,
                             self.has_trig, tuple(sorted(self.out_windows)), self.params, self._packed())

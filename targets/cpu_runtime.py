@@ -142,10 +142,15 @@ remainder_b = floor_divide_b
 
 @_jit
 def fmod_i(a, b):
-    if b == 0:
+    """C's remainder (the sign of ``a``), as NumPy's; 0 for b == 0 and b == -1
+    (MIN % -1 overflows in the division). From the floored one, with no abs():
+    abs(MIN) is MIN again, and int8's -128 made fmod(1, -128) -127."""
+    if b == 0 or b == -1:
         return a - a  # zero of a's own type (a * 0 would be float64 for uint64)
-    r = abs(a) % abs(b)
-    return -r if a < 0 else r
+    r = a % b
+    if r != 0 and (r < 0) != (a < 0):
+        r -= b
+    return r
 
 
 fmod_u = remainder_u
@@ -233,7 +238,7 @@ def ipower(a, b):
 
 @_jit
 def ireciprocal(a, at_zero):
-    """NumPy's integer reciprocal: (int)(1.0 / a); 1/0 is the type's minimum."""
+    """NumPy's integer reciprocal: (int)(1.0 / a); 1/0 is ``at_zero``."""
     if a == 0:
         return at_zero
     if a == 1 or a == -1:

@@ -225,6 +225,14 @@ SEMANTICS = {
     "zero_times_inf_in_product": (lambda x: np.prod(x, axis=-1), [np.array([[0.0, np.inf, 2.0], [1e-320, 1e300, 1e300]])]),
     "signed_zero_results": (lambda x: (x * 0.0, x + 0.0, -x + 0.0, x - x), [np.array([-1.0, -0.0, 0.0, 2.0])]),
 }
+# Integer fmod at the type's minimum (abs(-128) is -128 in int8: fmod(1, -128) was -127)
+# and the reciprocal of 0 (0 for int8/int16: INT32_MIN's low bits; the minimum for int32/int64).
+for _t in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint64):
+    _lo, _hi = int(np.iinfo(_t).min), int(np.iinfo(_t).max)
+    _a = np.array([1, -1 if _lo else 3, 7, _lo, _hi, 5, -5 if _lo else 9, _lo, 0, _hi, _lo], _t)
+    _b = np.array([_lo or _hi, _lo or _hi, _lo or 2, 7, _lo or 3, 0, -1 if _lo else 4, -1 if _lo else 1, 3, _hi, _lo or 6], _t)
+    SEMANTICS[f"fmod_and_reciprocal_{np.dtype(_t).name}"] = (
+        lambda a, b: (np.fmod(a, b), np.reciprocal(a), np.reciprocal(b)), [_a, _b])
 
 
 @pytest.mark.parametrize("target", TARGETS)

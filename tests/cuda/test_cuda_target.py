@@ -48,7 +48,8 @@ CASES = {
                                np.hypot(x, x), np.minimum(x, -1.0), x % 1.5, x // 0.7), [_special(np.float32)]),
     "trig": (lambda x: (np.sin(x), np.cos(x * 1e20), np.tan(x), np.arcsinh(x), np.erf(x) if hasattr(np, "erf")
                         else np.sinh(x)), [_special()]),
-    "ints": (lambda a, b: (a // b, a % b, a * b - 3, np.abs(a), a ** 2, a & b, np.maximum(a, b)),
+    "ints": (lambda a, b: (a // b, a % b, a * b - 3, np.abs(a), a ** 2, a & b, np.maximum(a, b), np.fmod(a, b),
+                           np.fmod(b, a), np.reciprocal(b), np.reciprocal(b.astype(np.int8))),
              [np.array([[7, -7, 0, 2**31 - 1], [5, -(2**31), 9, 1]], np.int32),
               np.array([2, -3, 0, -1], np.int32)]),
     "int64 extremes": (lambda a, b: (a // b, a % b, a + b), [np.array([np.iinfo(np.int64).min, 7, -9]),

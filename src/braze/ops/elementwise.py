@@ -166,10 +166,20 @@ absolute = elementwise("absolute", np.absolute, 1, vjp=unary(lambda ct, x, out: 
 sign = elementwise("sign", np.sign, 1, vjp=_ND, scalar=_rt("sign"))
 square = elementwise("square", np.square, 1, vjp=unary(lambda ct, x, out: ct * (x * 2)),
                      scalar=lambda a, t: f"({a} * {a})", flags=("cheap",))
+def _int_reciprocal_of_zero(t: np.dtype) -> int:
+    """NumPy's ``np.reciprocal`` of an integer 0: 1.0 / 0 converted through a
+    32-bit int at least (x86's conversion gives INT_MIN), then wrapped to the
+    type: INT32_MIN and INT64_MIN, but 0 for int8 and int16 (its low bits) and
+    for unsigned types."""
+    if t.kind != "i":
+        return 0
+    return int(np.iinfo(t).min) if t.itemsize >= 4 else 0
+
+
 reciprocal = elementwise(
     "reciprocal", np.reciprocal, 1, vjp=unary(lambda ct, x, out: -ct * out * out),
     scalar=lambda a, t: f"(1 / {a})" if t.kind == "f" else
-    f"rt.ireciprocal({a}, {_literal(np.iinfo(t).min if t.kind == 'i' else 0, t)})")
+    f"rt.ireciprocal({a}, {_literal(_int_reciprocal_of_zero(t), t)})")
 sqrt = elementwise("sqrt", np.sqrt, 1, vjp=unary(lambda ct, x, out: ct / (out * 2)),
                    scalar=lambda a, t: f"np.sqrt({a})")
 cbrt = elementwise("cbrt", np.cbrt, 1, vjp=unary(lambda ct, x, out: ct / (out * out * 3)),

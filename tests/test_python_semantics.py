@@ -547,6 +547,20 @@ def test_a_python_number_to_the_power_of_a_numpy_value_keeps_its_type(target):
 
 
 @pytest.mark.parametrize("target", TARGETS)
+def test_a_python_number_argument_reaches_a_call_braze_does_not_trace_as_a_python_number(target):
+    """np.nextafter runs as NumPy between compiled regions; a Python float
+    argument reached it as a 0-d float64 array, which promoted float32 data:
+    float64 results one float64 ulp away instead of NumPy's float32 ones."""
+    f = braze.compile(lambda x, y, k: (np.nextafter(x, y), np.nextafter(x, y) * k), target=target)
+    x = np.array([1.0, 3.0, -0.0], np.float32)
+    for y, k in ((2.0, 3), (np.float32(2.0), 2), (np.float64(-1.0), 1.5), (-1.0, True)):
+        got, want = f(x, y, k), (np.nextafter(x, y), np.nextafter(x, y) * k)
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype, (y, k)
+            np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("target", TARGETS)
 def test_a_float16_scalar_in_the_source_beside_wider_arrays(target):
     """A literal np.float16 met float32 data: the cpu kernel took it as a
     float16 argument, which numba has no type for (it crashed)."""

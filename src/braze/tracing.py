@@ -402,6 +402,8 @@ class GraphContext:
         nodes = tuple(t._node for t in traced)
         loc = where()
         call = HostCall(fn, name, treedef, static, slots, loc, pure=reads_only(fn, kwargs))
+        call.weak = tuple(python_scalar_type(n.aval.dtype) if n.aval.weak and n.aval.ndim == 0 else None
+                          for n in nodes)
         values = [self.value(n) for n in nodes]
         if not call.pure:  # (NumPy arrays it was given that are not traced: read-only, to see it write them)
             call.static = [_read_only(leaf) if is_ndarray(leaf) else leaf for leaf in static]

@@ -26,7 +26,7 @@ class HostCall:
     """
 
     __slots__ = ("fn", "name", "treedef", "static", "slots", "out_tree", "avals", "where", "writes", "dummy",
-                 "pure")
+                 "pure", "weak")
 
     def __init__(self, fn, name, treedef, static, slots, where, pure: bool = False):
         self.fn, self.name, self.treedef, self.static, self.slots = fn, name, treedef, static, slots
@@ -34,6 +34,9 @@ class HostCall:
         self.writes = False  # fn writes into its array arguments (np.fill_diagonal, np.copyto, ...)
         self.dummy = False   # fn returns nothing: one empty result stands in (a graph output keeps it)
         self.pure = pure     # a NumPy function that never writes its arguments (see ``reads_only``)
+        # per traced leaf, the Python type of a weak scalar (a Python float argument), else None: fn
+        # gets a Python number, as the caller gave it (a 0-d float64 array would promote float32 data)
+        self.weak: tuple = (None,) * len(slots)
 
     def call(self, arrays, writable: bool):
         """``fn`` on these values of the traced leaves: its result, as it returned
@@ -43,8 +46,8 @@ class HostCall:
         given = [np.array(a, copy=True) if writable else (np.asarray(a) if self.pure else _read_only(a))
                  for a in arrays]
         leaves = list(self.static)
-        for slot, a in zip(self.slots, given):
-            leaves[slot] = a
+        for slot, a, weak in zip(self.slots, given, self.weak):
+            leaves[slot] = a if weak is None else weak(a)
         args, kwargs = pytree.unflatten(self.treedef, leaves)
         return self.fn(*args, **kwargs), given
 

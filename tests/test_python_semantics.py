@@ -547,6 +547,22 @@ def test_a_python_number_to_the_power_of_a_numpy_value_keeps_its_type(target):
 
 
 @pytest.mark.parametrize("target", TARGETS)
+def test_numpy_functions_compiled_themselves_take_their_defaults_as_not_given(target):
+    """braze.compile(np.sum) binds np.sum's own defaults: keepdims=np._NoValue
+    (NumPy's "not given") was taken as keepdims=True, an (1, 1) array for a scalar."""
+    a = np.arange(6.0).reshape(2, 3)
+    for fn in (np.sum, np.max, np.argmax, np.prod, np.mean, np.std, np.any, np.cumsum, np.nanmax):
+        got, want = braze.compile(fn, target=target)(a), fn(a)
+        assert type(got) is type(want) and np.shape(got) == np.shape(want), fn.__name__
+        np.testing.assert_allclose(got, want, rtol=1e-15)
+    for fn in (lambda x: np.sum(x, 1, None, None, np._NoValue),
+               lambda x: np.mean(x, keepdims=np._NoValue, where=np._NoValue)):
+        got, want = braze.compile(fn, target=target)(a), fn(a)
+        assert type(got) is type(want) and np.shape(got) == np.shape(want)
+        np.testing.assert_allclose(got, want, rtol=1e-15)
+
+
+@pytest.mark.parametrize("target", TARGETS)
 def test_a_python_number_argument_reaches_a_call_braze_does_not_trace_as_a_python_number(target):
     """np.nextafter runs as NumPy between compiled regions; a Python float
     argument reached it as a 0-d float64 array, which promoted float32 data:

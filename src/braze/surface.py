@@ -8,6 +8,7 @@ arrays can use it the same way.
 """
 from __future__ import annotations
 
+import inspect
 import math
 import operator
 
@@ -174,6 +175,19 @@ def _inplace(name: str):
     return method
 
 
+def _given(impl, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """``args`` and ``kwargs`` less the ones that are ``np._NoValue``, NumPy's "not
+    given" (what ``np.sum``'s own defaults are when ``np.sum`` itself is compiled:
+    ``keepdims=np._NoValue`` is no keepdims), so braze's defaults apply."""
+    try:
+        bound = inspect.signature(impl).bind_partial(*args, **kwargs)
+    except (TypeError, ValueError):  # (no signature, or one the call does not fit: impl says so)
+        return args, kwargs
+    for name in [k for k, v in bound.arguments.items() if v is np._NoValue]:
+        del bound.arguments[name]
+    return bound.args, bound.kwargs
+
+
 class ArrayMethods:
     """Operators, methods and NumPy protocols, in terms of ``braze.numpy``."""
 
@@ -208,6 +222,8 @@ class ArrayMethods:
             return self._untraced(func, f"numpy.{name}", args, kwargs, "braze has no rule for it",
                                   _unsupported_function(name))
         try:
+            if any(a is np._NoValue for a in args) or any(v is np._NoValue for v in kwargs.values()):
+                args, kwargs = _given(impl, args, kwargs)
             return impl(*args, **kwargs)
         except UnsupportedOpError as exc:
             refused = exc

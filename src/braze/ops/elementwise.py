@@ -166,6 +166,8 @@ absolute = elementwise("absolute", np.absolute, 1, vjp=unary(lambda ct, x, out: 
 sign = elementwise("sign", np.sign, 1, vjp=_ND, scalar=_rt("sign"))
 square = elementwise("square", np.square, 1, vjp=unary(lambda ct, x, out: ct * (x * 2)),
                      scalar=lambda a, t: f"({a} * {a})", flags=("cheap",))
+
+
 def _int_reciprocal_of_zero(t: np.dtype) -> int:
     """NumPy's ``np.reciprocal`` of an integer 0: 1.0 / 0 converted through a
     32-bit int at least (x86's conversion gives INT_MIN), then wrapped to the

@@ -571,3 +571,24 @@ def test_one_index_array_gathers_rows_and_columns_as_numpy(target):
         f(x, np.array([0, 5]))
     with pytest.raises(braze.BrazeError):
         f(x, np.array([-6]))
+
+
+@pytest.mark.parametrize("target", ["generic", "cpu"])
+def test_take_reads_booleans_as_positions_and_a_0d_boolean_index_adds_an_axis(target):
+    """np.take casts a boolean index to positions 0 and 1 (it was taken as a
+    mask: 3 elements where NumPy gives 7); x[np.array(True)] is x with a new
+    leading axis of length 1, x[np.array(False)] of length 0 (it recursed
+    without end)."""
+    a, m = np.arange(7) * 10, np.array([True, False, True, False, False, False, True])
+    A = np.arange(24.0).reshape(4, 6)
+    cases = [(lambda a, m: np.take(a, m), (a, m)),
+             (lambda A, m: np.take(A, m[:6], axis=1), (A, m)),
+             (lambda A, m: np.take(A, m, axis=1, mode="clip"), (A, m)),
+             (lambda A: np.take(A, [True, False]), (A,))]
+    for b in (True, False):
+        cases += [(lambda A, b: A[b], (A, np.array(b))), (lambda A, b: A[b] * 2.0, (A, np.bool_(b)))]
+    cases += [(lambda A: A[True] + 1.0, (A,)), (lambda A: A[np.False_], (A,))]
+    for fn, args in cases:
+        got, want = braze.compile(fn, target=target)(*args), fn(*args)
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)

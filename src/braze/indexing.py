@@ -73,7 +73,7 @@ def _entries(key, shape):
             elif arr.dtype.kind in "iu":
                 entries.append(("array", arr))
             else:
-                raise DTypeError(f"getitem: index arrays must be integers or booleans, got {arr.dtype}{where()}")
+                raise IndexTypeError(f"getitem: index arrays must be integers or booleans, got {arr.dtype}{where()}")
         elif _is_traced(k) and getattr(k, "_known_value", lambda: None)() is not None:
             entries.extend(_entries((k._known_value(),), (None,) * len(k.shape)))
         elif _is_traced(k):
@@ -83,7 +83,7 @@ def _entries(key, shape):
             elif kind in "iu":
                 entries.append(("array", k))
             else:
-                raise DTypeError(f"getitem: index arrays must be integers, got a traced {k.dtype} array{where()}")
+                raise IndexTypeError(f"getitem: index arrays must be integers, got a traced {k.dtype} array{where()}")
         else:
             raise IndexTypeError(
                 f"getitem: {type(k).__name__} {k!r} is not a valid index{where()}; "
@@ -227,9 +227,27 @@ def _check_masks(key, shape) -> None:
 
 
 
+def _bool_0d(k) -> bool:
+    return isinstance(k, (bool, np.bool_)) or (
+        hasattr(k, "dtype") and hasattr(k, "shape") and np.dtype(k.dtype) == np.bool_ and len(k.shape) == 0)
+
+
 def getitem(x, key):
     """``x[key]`` with NumPy's semantics, for any index NumPy's basic and
     advanced indexing accept whose result shape is static."""
+    items = key if isinstance(key, tuple) else (key,)
+    if any(_bool_0d(k) for k in items):
+        # x[True] / x[np.array(b)]: a new leading axis of length 1, masked by the value
+        # (NumPy's rule); beside other indices (a new axis where it stands) not handled
+        if len(items) != 1:
+            raise UnsupportedOpError(
+                f"getitem: a 0-d boolean index beside other indices is not supported{where()}; index with "
+                "it alone (x[b][:, ...]) or use np.where(b, x, fill)")
+        (k,) = items
+        if _is_traced(k) and getattr(k, "_known_value", lambda: None)() is None:
+            return getitem(bnp.expand_dims(x, 0), bnp.reshape(k, (1,)))
+        return getitem(bnp.expand_dims(x, 0), slice(None) if bool(np.asarray(
+            k._known_value() if _is_traced(k) else k)) else slice(0, 0))
     shape = tuple(x.shape) if hasattr(x, "shape") else np.shape(x)
     _check_masks(key, shape)
     entries = _entries(key, shape)

@@ -1053,6 +1053,11 @@ def take(a, indices, axis=None, out=None, mode="raise"):
         a, axis = ravel(a), 0
     axis = normalize_axis("take", axis, _ndim(a), _shape(a))
     n = _shape(a)[axis]
+    # booleans are positions 0 and 1 to np.take (cast to intp), not a mask as in a[m]
+    if _is_braze_array(indices):
+        indices = astype(indices, np.intp) if _dtype(indices) == np.bool_ else indices
+    elif np.asarray(indices).dtype == np.bool_:
+        indices = np.asarray(indices).astype(np.intp)
     if mode != "raise":
         if n == 0:
             raise ShapeError(f"take: cannot do a non-empty take from an empty axis{_where()}")

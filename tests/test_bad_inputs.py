@@ -201,6 +201,9 @@ NUMPY_CLASS_CASES = {
     "inv-not-square": lambda a: np.linalg.inv(a),
     "solve-not-square": lambda a: np.linalg.solve(a, a[:, 0]),
     "tile-negative": lambda a: np.tile(a, -1),
+    "float-index-array": lambda a: a[np.array([0.0, 1.0])],
+    "take-along-float-indices": lambda a: np.take_along_axis(a, np.array([[0.0, 1.0]]), axis=1),
+    "take-along-not-broadcast": lambda a: np.take_along_axis(a, np.array([[0, 1]]), axis=0),
 }
 
 
@@ -214,6 +217,21 @@ def test_error_is_numpy_s_class(case):
         braze.compile(fn, target="generic")(x)
     assert isinstance(braze_error.value, type(numpy_error.value)), (braze_error.value, numpy_error.value)
     assert_here(str(braze_error.value))
+
+
+def test_numpy_s_own_error_with_a_setting_argument_keeps_its_class():
+    """A function taking a setting (a str or None) in which NumPy refuses a value:
+    braze raised its TraceError (about the setting), which the caller's
+    `except ValueError` missed. It is now also NumPy's class."""
+    def f(x, method, axis):
+        return np.percentile(x, 150.0, method=method, axis=axis)
+
+    x = np.arange(5.0)
+    with pytest.raises(ValueError, match="Percentiles must be in the range") as ei:
+        braze.compile(f, target="generic")(x, "linear", None)
+    assert isinstance(ei.value, braze.TraceError) and "not an array" in str(ei.value)
+    with pytest.raises(TypeError):  # (np.tanh of a str: NumPy's TypeError)
+        braze.compile(lambda x, s: np.tanh(s) + x, target="generic")(x, "hello")
 
 
 INDEX10 = braze.compile(lambda x: x[10] * 2.0, target="cpu")

@@ -135,3 +135,22 @@ class PythonIntOverflowError(BrazeError, OverflowError):
 
 class TraceError(BrazeError):
     """A misuse of tracing itself, such as a tracer that escaped its trace."""
+
+
+class ArgumentTraceError(TraceError):
+    """Tracing failed where an argument was not an array (a str, None): what
+    NumPy raised, with braze's guess about the argument. Raised as the subclass
+    that is also NumPy's class (TraceValueError for its ValueError, ...), so a
+    caller's ``except ValueError`` still catches it."""
+
+
+class TraceValueError(ArgumentTraceError, ValueError):
+    """ArgumentTraceError of NumPy's ValueError."""
+
+
+class TraceTypeError(ArgumentTraceError, TypeError):
+    """ArgumentTraceError of NumPy's TypeError."""
+
+
+class TraceAttributeError(ArgumentTraceError, AttributeError):
+    """ArgumentTraceError of an AttributeError."""

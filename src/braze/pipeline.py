@@ -28,7 +28,8 @@ import numpy as np
 
 from . import calling, pytree, registry, sideeffects
 from .aval import is_ndarray
-from .errors import BrazeError, ConcretizationError, GuardFailed, TraceError, where
+from .errors import (BrazeError, ConcretizationError, GuardFailed, TraceAttributeError, TraceError, TraceTypeError,
+                     TraceValueError, where)
 from .fusion import Program as Fused
 from .fusion import fuse
 from .fusion import unfused as one_step_per_op
@@ -241,7 +242,9 @@ def _mark_shared_results(outputs: list[Node], specs: list, written: list[Node] =
 
 
 def _odd_argument_error(name: str, call: calling.Call, exc: Exception) -> TraceError:
-    """Tracing failed and an argument was data that is not an array: say so."""
+    """Tracing failed and an argument was data that is not an array: say so, in
+    an error that is also NumPy's class (np.percentile(x, 150.0, method=m) is a
+    ValueError whatever m is: the caller's `except ValueError` must catch it)."""
     arg, value = call.odd[0]
     shown = repr(value) if len(repr(value)) < 60 else repr(value)[:57] + "..."
     kind = type(value).__name__
@@ -249,7 +252,9 @@ def _odd_argument_error(name: str, call: calling.Call, exc: Exception) -> TraceE
               f"np.asarray({arg}), a NumPy array" if isinstance(value, (list, tuple)) else
               f"pass a NumPy array, or declare {arg} static (static_argnames=({arg!r},)) "
               "if it is a setting")
-    return TraceError(
+    cls = next((c for base, c in ((ValueError, TraceValueError), (TypeError, TraceTypeError),
+                                  (AttributeError, TraceAttributeError)) if isinstance(exc, base)), TraceError)
+    return cls(
         f"{name}: tracing failed ({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); "
         f"argument {arg} is {shown} ({kind}), not an array{where()}. braze traces array "
         f"arguments: {advice}")

@@ -13,7 +13,8 @@ import numpy as np
 from .. import layout
 from ..aval import Aval
 from ..core import NONDIFFERENTIABLE, bind, declare
-from ..errors import DTypeError, GuardFailed, IndexOutOfRangeError, IndexShapeError, ShapeError, where
+from ..errors import (GuardFailed, IndexOutOfRangeError, IndexShapeError, IndexTypeError, ShapeError,
+                      where)
 from ._util import broadcast_shapes
 from .elementwise import convert, equal, less, where as select
 from .shape import broadcast_to, dtype_of, full, reshape, shape_of, transpose
@@ -48,7 +49,7 @@ def gather_shape(x_shape, index_shapes, axes) -> tuple[int, ...]:
 def _check_indices(op: str, idx) -> None:
     for i in idx:
         if i.dtype.kind not in "iu":
-            raise DTypeError(f"{op}: index arrays must be integers, got {i}{where()}")
+            raise IndexTypeError(f"{op}: index arrays must be integers, got {i}{where()}")  # (NumPy's IndexError)
 
 
 def _gather_abstract(x: Aval, *idx: Aval, axes):
@@ -109,7 +110,7 @@ def _take_along_axis_abstract(x: Aval, idx: Aval, *, axis):
         elif a == b or a == 1 or b == 1:
             shape.append(b if a == 1 else a)
         else:
-            raise ShapeError(f"take_along_axis: {x} and indices {idx} do not broadcast{where()}")
+            raise IndexShapeError(f"take_along_axis: {x} and indices {idx} do not broadcast{where()}")
     return Aval(tuple(shape), x.dtype)
 
 

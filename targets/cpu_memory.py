@@ -141,10 +141,11 @@ def plan(program, slot_of: dict, donated: frozenset, mutable: frozenset) -> Plan
 
 
 def _carries(node) -> bool:
-    """A re-rolled loop carrying a value, or updating several arrays in lockstep
-    (``braze.reroll``): its result is a new value, or the tuple of the arrays,
-    not its first input updated."""
-    return node.op == "rolled" and (node.kw["spec"].carry or bool(node.kw["spec"].lockstep))
+    """A re-rolled loop carrying a value, updating several arrays in lockstep,
+    or stepped (``braze.reroll``): its result is a new value, or a tuple, not
+    its first input updated."""
+    spec = node.kw["spec"] if node.op == "rolled" else None
+    return spec is not None and (spec.carry or bool(spec.lockstep) or bool(spec.carried))
 
 
 # How far apart a kernel and the update storing its result may be for the

@@ -33,8 +33,10 @@ def compile_template(spec: Rolled, leaves, iterations: int) -> object | None:
     one kernel this loop can call (then the run stays unrolled). A carried value's runner returns the last."""
     program = fuse(spec.template)
     nwin = len(spec.windows)
-    # template inputs: (the carried value: -1), the windows 0..nwin-1, the leaves
-    inputs = {id(n): k - spec.carry for k, n in enumerate(spec.template.inputs)}
+    # template inputs: (the carried value: -1; a stepped loop's values: -len..-1), the windows
+    # 0..nwin-1, the leaves
+    first = len(spec.carried) if spec.carried else int(spec.carry)
+    inputs = {id(n): k - first for k, n in enumerate(spec.template.inputs)}
     views = {id(s.node): s.node for s in program.steps if isinstance(s, View)}
     outs = []  # the values stored (one per array of a lockstep loop): a kernel's outputs or a window, reshaped
     for out in spec.template.outputs:
@@ -45,14 +47,12 @@ def compile_template(spec: Rolled, leaves, iterations: int) -> object | None:
     loops = [s for s in program.steps if isinstance(s, Loop)]
     if len(outs) == 1 and inputs.get(id(out), nwin) < nwin and not spec.carry:
         ks, loop = None, None  # a copy of a window
-    elif len(loops) == 1 and sorted(map(id, loops[0].outputs)) == sorted(map(id, outs)) \
+    elif len(loops) == 1 and sorted(map(id, loops[0].outputs)) == sorted(set(map(id, outs))) \
             and all(isinstance(s, (Loop, View)) for s in program.steps):  # (each value its own output)
         loop = loops[0]
         if loop.perm is not None or loop.compact or needs_numpy(loop):
             return None
         ks = generate(loop)
-        if ks.has_trig:
-            return None
     else:
         return None
     cols = np.cumsum([0] + [len(ext) for _, ext, _ in spec.windows])
@@ -69,9 +69,10 @@ def compile_template(spec: Rolled, leaves, iterations: int) -> object | None:
     extents, steps = spec.region or (tuple(spec.template.outputs[0].aval.shape), ())
     size = int(np.prod(extents, dtype=np.int64))
     store, col = [], cols[-1]  # each array's region, from the scratch buffer of the kernel output it stores
-    for j, (ext, st) in enumerate([spec.region, *spec.lockstep] if spec.region is not None else []):
+    regions = spec.regions if spec.carried else [spec.region, *spec.lockstep] if spec.region is not None else []
+    for j, (ext, st) in enumerate(regions):
         src = "o0" if ks is None else f"o{[id(o) for o in loop.outputs].index(id(outs[j]))}"
-        store += _store(ext, st, col, _dst(spec, j), src)
+        store += _store(ext, st, col, "dst" if spec.carried else _dst(spec, j), src)
         col += len(ext)
     if ks is None:  # (copied first: the window may overlap the region)
         step = [f"o0 = {window(inputs[id(out)])}.copy().reshape({size})", *store]
@@ -85,6 +86,8 @@ def compile_template(spec: Rolled, leaves, iterations: int) -> object | None:
                 args.append(window(w, drop=True))  # a column, a row, an element: one index
             elif id(src) in inputs and 0 <= inputs[id(src)] < nwin and src.aval.ndim:
                 args.append(window(inputs[id(src)]))
+            elif spec.carried and -first <= inputs.get(id(src), 0) < 0:
+                args.append(f"v{inputs[id(src)] + first}")  # a stepped loop's value
             elif inputs.get(id(src)) == -1:
                 args.append("c")  # the carried value, whole
             elif inputs.get(id(src), -1) >= nwin + len(leaves):  # a constant this iteration's own
@@ -97,14 +100,21 @@ def compile_template(spec: Rolled, leaves, iterations: int) -> object | None:
             + [f"c{k}" for k in range(len(ks.consts))]
         consts = [const_arg(c) for c in ks.consts]
         dtype = np.dtype(loop.outputs[0].aval.dtype).name
-        step = [f"kernel_serial({', '.join(args)})", *store]
+        call = [f"kernel_serial({', '.join(args)})"]
+        if ks.has_trig:  # a sin/cos argument beyond the vector range: this iteration again, with libm
+            flagged = ", ".join(args + ["tf"])
+            call = [f"kernel_serial({flagged})", "if tf[0]:", "    tf[0] = 0", f"    kernel_exact({flagged})"]
+        step = [*call, *store]
         work = int(np.prod(loop.domain, dtype=np.int64))
         scratch = [f"        o{k} = np.empty({int(np.prod(o.aval.shape, dtype=np.int64))}, "
                    f"np.{np.dtype(o.aval.dtype).name})" for k, o in enumerate(loop.outputs)]
     if not spec.independent and work >= SERIAL_MAX:
         return None  # each step of a time loop big enough for threads: stays unrolled
+    trig = ["tf = np.zeros(1, np.int8)"] if ks is not None and ks.has_trig else []
+    if spec.carried:
+        return _stepped_runner(spec, ks, step, consts, loop.outputs, outs[len(regions):], len(leaves), trig)
     if spec.carry:
-        return _carry_runner(ks, args, consts, extents, dtype, len(leaves))
+        return _carry_runner(ks, call, consts, extents, dtype, len(leaves), trig)
     parallel = spec.independent and iterations * work >= PARALLEL_MIN
     params = ", ".join([_dst(spec, j) for j in range(1 + len(spec.lockstep))] + [f"l{k}" for k in range(len(leaves))]
                        + ["table", "consts"] + [f"c{k}" for k in range(len(consts))])
@@ -113,6 +123,7 @@ def compile_template(spec: Rolled, leaves, iterations: int) -> object | None:
         f"    nch = min(n, {CHUNKS})" if parallel else "    nch = min(n, 1)",
         f"    for c in {'prange' if parallel else 'range'}(nch):",
         *scratch,
+        *("        " + line for line in trig),
         "        for k in range(c * n // nch, (c + 1) * n // nch):",
         "            p = table[k]",
         "            q = consts[k]",
@@ -136,11 +147,16 @@ def compile_template(spec: Rolled, leaves, iterations: int) -> object | None:
     return runner
 
 
-def _carry_runner(ks, args: list, consts: list, shape: tuple, dtype: str, nleaves: int):
+def _carry_runner(ks, call: list, consts: list, shape: tuple, dtype: str, nleaves: int, trig: list):
     """``runner(init, leaves, rows) -> the last value`` of a loop carrying a
     value: the iteration's kernel reads it (``c``) and writes the next into a
-    scratch buffer, which then holds it; an array value swaps two buffers."""
-    if shape:
+    scratch buffer, which then holds it; an array value swaps two buffers (a
+    vector without a reshape: numba compiles its reshape in 0.4 s, once a
+    process)."""
+    if len(shape) == 1:
+        head = ["    c = init.copy()", f"    o0 = np.empty({shape[0]}, np.{dtype})"]
+        turn = ["        t = c", "        c = o0", "        o0 = t"]
+    elif shape:
         size = int(np.prod(shape, dtype=np.int64))
         head = ["    c = init.copy()", f"    o0 = np.empty({size}, np.{dtype})"]
         turn = ["        t = c", f"        c = o0.reshape({shape!r})", f"        o0 = t.reshape({size})"]
@@ -149,8 +165,9 @@ def _carry_runner(ks, args: list, consts: list, shape: tuple, dtype: str, nleave
         turn = ["        c = o0[0]"]
     params = ", ".join(["init"] + [f"l{k}" for k in range(nleaves)] + ["table", "consts"]
                        + [f"c{k}" for k in range(len(consts))])
-    body = head + ["    for k in range(table.shape[0]):", "        p = table[k]", "        q = consts[k]",
-                   f"        kernel_serial({', '.join(args)})", *turn, "    return c"]
+    body = head + ["    " + line for line in trig] + [
+        "    for k in range(table.shape[0]):", "        p = table[k]", "        q = consts[k]",
+        *("        " + line for line in call), *turn, "    return c"]
     source = (ks.source + f"\n\n@njit(parallel=False, fastmath={FASTMATH}, {FLAGS})\n"
               f"def rolled({params}):\n" + "\n".join(body) + "\n")
     fn = []
@@ -165,6 +182,42 @@ def _carry_runner(ks, args: list, consts: list, shape: tuple, dtype: str, nleave
         if not fn:
             fn.append(cpu_cache.load(source, "rolled"))
         return np.asarray(fn[0](*args), dtype)
+
+    runner.source = source
+    return runner
+
+
+def _stepped_runner(spec: Rolled, ks, step: list, consts: list, outputs: list, nexts: list, nleaves: int,
+                    trig: list):
+    """``runner(dst, values, leaves, rows, crows) -> the last values`` of a
+    stepped loop (``Rolled.carried``): per iteration the kernel reads the
+    values (``v0``, ``v1``, ...) and writes the stored ones and the next ones
+    into scratch buffers; the stores go into ``dst`` and the next values
+    become the values."""
+    ids = [id(o) for o in outputs]
+    dtypes = [np.dtype(a.dtype) for a in spec.carried]
+    head = [f"    v{r} = i{r}" for r in range(len(dtypes))]
+    head += [f"    o{j} = np.empty({max(int(np.prod(o.aval.shape, dtype=np.int64)), 1)}, "
+             f"np.{np.dtype(o.aval.dtype).name})" for j, o in enumerate(outputs)]
+    turn = [f"        v{r} = o{ids.index(id(n))}[0]" for r, n in enumerate(nexts)]
+    values = ", ".join(f"v{r}" for r in range(len(dtypes)))
+    params = ", ".join(["dst"] + [f"i{r}" for r in range(len(dtypes))] + [f"l{k}" for k in range(nleaves)]
+                       + ["table", "consts"] + [f"c{k}" for k in range(len(consts))])
+    body = head + ["    " + line for line in trig] + [
+        "    for k in range(table.shape[0]):", "        p = table[k]", "        q = consts[k]",
+        *("        " + line for line in step), *turn, f"    return ({values},)"]
+    source = (ks.source + f"\n\n@njit(parallel=False, fastmath={FASTMATH}, {FLAGS})\n"
+              f"def rolled({params}):\n" + "\n".join(body) + "\n")
+    fn = []
+
+    def runner(dst, values, leaves, rows, crows):
+        args = (dst, *[np.asarray(v, d)[()] for v, d in zip(values, dtypes)],
+                *[np.asarray(v)[()] if np.ndim(v) == 0 else np.asarray(v) for v in leaves], rows, crows, *consts)
+        if cpu_cache.noted(source, ("rolled",), args):
+            return tuple(np.asarray(v, d) for v, d in zip(values, dtypes))  # (a dry run: see cpu_workers)
+        if not fn:
+            fn.append(cpu_cache.load(source, "rolled"))
+        return tuple(np.asarray(v, d) for v, d in zip(fn[0](*args), dtypes))
 
     runner.source = source
     return runner

@@ -15,6 +15,7 @@ from braze.targets.generic import lower_graph
 from programs.everyday import lorenz_arrays  # three arrays per iteration, each reading the others
 from programs.everyday import tridiag_solve as thomas  # two arrays per iteration, from a value both read
 from programs.polybench import conv2d
+from programs.sims import pendulum_rk4
 
 
 def recurrence(x, a):
@@ -161,6 +162,32 @@ def reads_current(x):  # the second array reads the first's row of the same iter
     return a * b
 
 
+def recorded_rk4(x0):  # RK4 on a 2-vector (its elements carried as scalars), the path stored: a stepped loop
+    return pendulum_rk4(x0[0], x0[1], x0.dtype.type(0.05), 39)  # (float32 state, float64 path: stores widen)
+
+
+def forced_oscillator(f):  # two scalars carried from Python floats, a window of f and i a step, two stores
+    x, v = 1.0, 0.0
+    path = np.zeros((f.shape[0], 2), f.dtype)
+    for i in range(f.shape[0]):
+        a = -x - 0.1 * v + f[i]
+        v = v + 0.01 * a
+        x = x + 0.01 * v * (1 + 0.001 * i)
+        path[i, 0] = x
+        path[i, 1] = v
+    return path
+
+
+def peeked_state(f):  # a carried value read after the loop mid-way: no stepped run, the right answer
+    x, out, seen = f[0] * 0, np.zeros_like(f), 0.0
+    for i in range(f.shape[0]):
+        x = x * 0.9 + f[i]
+        out[i] = x * x
+        if i == f.shape[0] // 2:
+            seen = x
+    return out + seen
+
+
 def _conv_args(dtype, rng):
     return (rng.standard_normal((12, 11)).astype(dtype), rng.standard_normal((3, 2)).astype(dtype))
 
@@ -190,6 +217,9 @@ CASES = {
     "coupled_rows": (coupled_rows, lambda d, r: (r.standard_normal((20, 3)).astype(d),
                                                  r.standard_normal((20, 3)).astype(d)), True),
     "reads_current": (reads_current, lambda d, r: (r.standard_normal(30).astype(d),), True),
+    "recorded_rk4": (recorded_rk4, lambda d, r: (np.array([1.2, 0.3], d),), True),
+    "forced_oscillator": (forced_oscillator, lambda d, r: (r.standard_normal(50).astype(d),), True),
+    "peeked_state": (peeked_state, lambda d, r: (r.standard_normal(30).astype(d),), True),
 }
 
 
@@ -203,7 +233,8 @@ def _rolled_nodes(graph):
 
 # Not bitwise NumPy's, by the numerics contract: np.tanh is braze's vector tanh (within
 # its documented 2 ulp), a float sum's accumulation order is braze's own.
-APPROXIMATE = {"columns", "conv2d", "growing", "trace_loop", "wrapping_trace", "wrapping_rows", "wrapping_updates"}
+APPROXIMATE = {"columns", "conv2d", "growing", "trace_loop", "wrapping_trace", "wrapping_rows", "wrapping_updates",
+               "recorded_rk4"}
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -503,3 +534,39 @@ def test_three_arrays_in_lockstep_roll_into_one_loop():
     graph = reroll(_inlined(f.lower(*args, n=200).ir))
     (node,) = _rolled_nodes(graph)
     assert len(node.aval) == 3 and len(node.kw["spec"].lockstep) == 2
+
+
+@pytest.mark.parametrize("name", ["recorded_rk4", "forced_oscillator"])
+def test_a_loop_carrying_scalars_and_storing_them_rolls_into_one_loop(name):
+    """A time loop whose state is scalars (a 2-vector taken apart, or two
+    Python floats) and which stores them each step (``path[i + 1] = state``) is
+    one stepped ``rolled`` node: the scalars carried, the stores made, in order;
+    every iteration alike is in it."""
+    fn, make, _ = CASES[name]
+    args = make(np.float64, np.random.default_rng(5))
+    graph = reroll(_inlined(braze.compile(fn, target="cpu").lower(*args).ir))
+    (node,) = _rolled_nodes(graph)
+    spec = node.kw["spec"]
+    assert len(spec.carried) == 2 and len(node.aval) == 3 and not spec.independent
+    assert node.kw["table"].rows.shape[0] >= 37
+    lowered = braze.compile(fn, target="cpu").lower(*args)
+    assert lowered.counts["rolled loops"] == 1 and lowered.counts["kernels"] <= 2, lowered.counts
+
+
+def test_a_huge_sin_argument_in_a_rolled_loop_reruns_its_iteration_with_libm():
+    """A rolled iteration's sin/cos beyond the vector range (|x| >= 2**48) is
+    computed again with libm, as the unrolled kernel's launcher would."""
+    def spiral(x0):
+        x = x0
+        out = np.zeros(60)
+        for i in range(60):
+            x = x * 1.9
+            out[i] = np.sin(x) + np.cos(x)
+        return out
+
+    x0 = np.float64(3e7)  # past 2**48 after 25 steps
+    f = braze.compile(spiral, target="cpu")
+    assert f.lower(x0).counts["rolled loops"] == 1
+    got, want = f(x0), spiral(x0)
+    assert np.abs(x0 * 1.9 ** 60) > 2.0 ** 48
+    np.testing.assert_allclose(got, want, rtol=0, atol=8 * np.finfo(np.float64).eps)

@@ -14,6 +14,7 @@ from .aval import Aval, python_scalar_type
 from .core import KIND, NUMPY_IMPL, with_flag
 from .graph import Graph, Literal, Node
 from .ops._util import broadcast_shape
+from .ops.shape import slice_length
 from .ops.linalg import parse_einsum
 
 
@@ -103,6 +104,8 @@ def scalarize_small_vectors(graph: Graph) -> Graph:
         return _reshape(part, ())
 
     def visit(node: Node) -> Node:
+        if node.op == "update_slice":
+            return _stored_apart(node)
         if node.op == "slice" and node.inputs[0].op == "concatenate" and node.aval.shape == (1,):
             (start, _, _), = node.kw["slices"]
             pieces = node.inputs[0].inputs
@@ -127,6 +130,28 @@ def scalarize_small_vectors(graph: Graph) -> Graph:
     return rewrite(graph, visit)
 
 
+def _stored_apart(node: Node) -> Node:
+    """A store of a small vector built from scalars (``path[i + 1] = state``,
+    ``state = np.array([theta, omega])``) as a store of each scalar into its
+    element: the same elements written, in the same order, with no
+    concatenation step between the kernel computing the scalars and the array
+    (a time loop ran a concatenation and a copy per step)."""
+    dst, value = node.inputs
+    while value.op == "reshape":
+        value = value.inputs[0]
+    if value.op != "concatenate" or value.aval.ndim != 1 or not 1 < len(value.inputs) <= SMALL_VECTOR \
+            or any(p.aval.shape != (1,) or p.aval.dtype != value.aval.dtype for p in value.inputs):
+        return node
+    slices = node.kw["slices"]
+    extents = tuple(slice_length(*s) for s in slices)
+    out = dst
+    for flat, piece in enumerate(value.inputs):
+        at = np.unravel_index(flat, extents)
+        region = tuple((a + i * s, a + i * s + 1, 1) for (a, _, s), i in zip(slices, at))
+        out = Node.make("update_slice", (out, _reshape(piece, (1,) * len(slices))), node.aval, slices=region)
+    return out
+
+
 def _reshape_under(x: Node, shape: tuple, budget: int) -> Node:
     """``x`` reshaped (to a shape of the same elements), pushed under up to
     ``budget`` cheap elementwise ops: ``(labels == k)`` as a column is
@@ -147,7 +172,7 @@ def _reshape(x: Node, shape: tuple) -> Node:
         x = x.inputs[0]
         if x.aval.shape == shape:
             return x
-    return Node.make("reshape", (x,), Aval(shape, x.aval.dtype, x.aval.weak), shape=shape)
+    return Node.make("reshape", (x,), Aval(shape, x.aval.dtype, x.aval.weak and not shape), shape=shape)
 
 
 # A matmul or einsum contracting at most this many elements per result

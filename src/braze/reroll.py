@@ -36,6 +36,7 @@ one walk along each chain.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -94,9 +95,19 @@ class Rolled:
     a window of array ``j`` has ``which`` ``-1 - j``, the template has an output
     per array, the table's last columns are each region's starts in turn, and
     the node's result is the tuple of the arrays.
+    ``carried``: the avals of values a *stepped* loop carries from one
+    iteration to the next beside the array it updates (``theta, omega`` of an
+    RK4 step recording its path, ``path[i + 1] = theta, omega``): the node's
+    inputs are the array, the values the first iteration reads, then the
+    leaves; the template's first inputs are the values, its outputs the
+    values stored (one per region of ``regions``, each a region of the same
+    array, stored in order), then the next values; ``region`` is None, the
+    table's last columns are each region's starts in turn, and the node's
+    result is the tuple of the array and the last values.
     ``runner``: a target's compiled loop, ``runner(dst, leaves, table, consts)``
-    writing into ``dst`` (returning the last value, for a carry); None runs
-    the template with NumPy, iteration by iteration."""
+    writing into ``dst`` (returning the last value, for a carry; for a stepped
+    loop ``runner(dst, values, leaves, table, consts)`` returning the last
+    values); None runs the template with NumPy, iteration by iteration."""
 
     template: Graph
     windows: tuple
@@ -106,15 +117,24 @@ class Rolled:
     carry: bool = False
     params: tuple = ()
     lockstep: tuple = ()
+    carried: tuple = ()
+    regions: tuple = ()
 
     def __repr__(self):
         kind = "carried" if self.carry else "independent" if self.independent else "in order"
+        if self.carried:
+            kind = f"stepped, {len(self.carried)} values carried, {len(self.regions)} stores a step"
         if self.lockstep:
             kind += f", {1 + len(self.lockstep)} arrays in lockstep"
         return f"<{len(self.template.nodes)} nodes a step, {kind}>"
 
     def run(self, dst: np.ndarray, leaves, table: Table, consts: Table | None = None) -> np.ndarray:
         crows = consts.rows if consts is not None else np.zeros((len(table.rows), 0))
+        if self.carried:
+            values, leaves = tuple(leaves[:len(self.carried)]), tuple(leaves[len(self.carried):])
+            if self.runner is not None:
+                return (dst, *self.runner(dst, values, leaves, table.rows, crows))
+            return self._run_stepped(dst, values, leaves, table.rows, crows)
         if self.runner is not None:
             if self.carry:
                 return self.runner(dst, leaves, table.rows, crows)
@@ -154,6 +174,38 @@ class Rolled:
                 d[_window(row[col:col + len(extents)], extents, steps)] = v
                 col += len(extents)
         return dst
+
+
+    def _run_stepped(self, dst, values, leaves, rows, crows) -> tuple:
+        """A stepped loop with NumPy, iteration by iteration (see ``carried``)."""
+        k, nwin = len(self.carried), len(self.windows)
+        inputs = self.template.inputs
+        params = inputs[len(inputs) - len(self.params):]
+        order = [n for n in self.template.nodes if n.op not in ("input", "const")]
+        for row, crow in zip(rows, crows):
+            env, col = {}, 0
+            for node, c in zip(params, crow):
+                env[id(node)] = param_value(c, node.aval)
+            for r, v in enumerate(values):
+                env[id(inputs[r])] = v
+            for w, (which, extents, steps) in enumerate(self.windows):
+                env[id(inputs[k + w])] = np.asarray(leaves[which])[_window(row[col:col + len(extents)], extents,
+                                                                           steps)]
+                col += len(extents)
+            for j, leaf in enumerate(leaves):
+                env[id(inputs[k + nwin + j])] = leaf
+
+            def value(n):
+                return n.kw["value"].value if n.op == "const" else env[id(n)]
+
+            for n in order:
+                env[id(n)] = NUMPY_IMPL[n.op](*[value(i) for i in n.inputs], **n.kw)
+            outs = [value(o) for o in self.template.outputs]
+            for (extents, steps), v in zip(self.regions, outs):
+                dst[_window(row[col:col + len(extents)], extents, steps)] = v
+                col += len(extents)
+            values = tuple(outs[len(self.regions):])
+        return (dst, *values)
 
 
 def param_value(c: float, aval):
@@ -204,16 +256,18 @@ def reroll(graph: Graph, compile_template=None) -> Graph:
             chain.append(nxt[id(chain[-1])])
         if len(chain) >= MIN_RUN:
             chains.append(chain)
-    paired = _lockstep_runs(chains, index, uses, replace, compile_template)
+    done = _lockstep_runs(chains, index, uses, replace, compile_template)
     for k, chain in enumerate(chains):
-        if k in paired:
+        if k in done:
             continue
         its, runs = _alike_runs(lambda j, recompute: _iteration([chain[j]], index, uses, recompute), len(chain), 0)
         for start, end in runs:
             node = _rolled([chain[start:end]], its[start:end], index, compile_template)
             if node is not None:
                 replace[id(chain[end - 1])] = node
-    _carried_runs(order, index, uses, replace, compile_template)
+                done.add(k)
+    stepped = _stepped_runs(chains, done, index, uses, replace, compile_template)
+    _carried_runs(order, index, uses, replace, compile_template, stepped)
     if not replace:
         return graph
     mapping: dict[int, Node] = {}
@@ -414,34 +468,14 @@ def _rolled(runs: list, its: list[_Iteration], index: dict, compile_template, in
                         tuple(n.aval.shape), tuple(s for _, _, s in n.kw["slices"])))
         mapping[id(n)] = Node.make("input", (), n.aval, index=len(inputs))
         inputs.append(mapping[id(n)])
-    for leaf in leaves:
-        mapping[id(leaf)] = Node.make("input", (), leaf.aval, index=len(inputs))
-        inputs.append(mapping[id(leaf)])
-    # scalar constants that differ between iterations (x[i] * i) are inputs too, their values a table
-    varying = [p for p, c in enumerate(first.consts) if any(it.consts[p] is not c for it in its)]
-    values = np.array([[it.consts[p].kw["value"].value for p in varying] for it in its], dtype=np.float64)
-    if any(np.dtype(first.consts[p].aval.dtype).kind in "iu" for p in varying) and np.abs(values).max() > 2.0 ** 53:
-        return None  # (an integer float64 cannot hold exactly)
-    params = {}
-    for p in varying:
-        params[p] = Node.make("input", (), first.consts[p].aval, index=len(inputs))
-        inputs.append(params[p])
-    position = 0
-    for n in first.interior:
-        if id(n) in mapping:  # (a window)
-            continue
-        ins = []
-        for i in n.inputs:
-            if _scalar_const(i):
-                i = params.get(position, i)
-                position += 1
-            ins.append(mapping.get(id(i), i))
-        mapping[id(n)] = n.replace(ins)
+    made = _template_interior(first, its, leaves, inputs, mapping)
+    if made is None:
+        return None
+    values, avals = made
     stored = [runs[0][0]] if carry else [run[0].inputs[1] for run in runs]
     template = Graph(inputs, [mapping[id(v)] for v in stored])
     table = Table(np.array([it.offsets for it in its], dtype=np.int64).reshape(len(its), -1))
-    consts = Table(values.reshape(len(its), len(varying)), np.float64)
-    avals = tuple(first.consts[p].aval for p in varying)
+    consts = Table(values, np.float64)
     regions = [] if carry else [(tuple(v.aval.shape), tuple(s for _, _, s in run[0].kw["slices"]))
                                 for v, run in zip(stored, runs)]
     if carry:
@@ -459,6 +493,37 @@ def _rolled(runs: list, its: list[_Iteration], index: dict, compile_template, in
         spec = Rolled(template, tuple(windows), region, independent, runner, carry, avals, lockstep)
     aval = tuple(d.aval for d in dsts) if lockstep else dsts[0].aval
     return Node.make("rolled", (*dsts, *leaves), aval, spec=spec, table=table, consts=consts)
+
+
+def _template_interior(first, its: list, leaves: list, inputs: list, mapping: dict) -> tuple | None:
+    """The leaves, then the scalar constants that differ between the
+    iterations ``its`` (``x[i] * i``), appended to a template's ``inputs``, and
+    the interior of ``first`` rebuilt over them into ``mapping``. Returns the
+    table of those constants (a row per iteration) and their avals, or None
+    when an integer one does not fit a float64 exactly."""
+    for leaf in leaves:
+        mapping[id(leaf)] = Node.make("input", (), leaf.aval, index=len(inputs))
+        inputs.append(mapping[id(leaf)])
+    varying = [p for p, c in enumerate(first.consts) if any(it.consts[p] is not c for it in its)]
+    values = np.array([[it.consts[p].kw["value"].value for p in varying] for it in its], dtype=np.float64)
+    if any(np.dtype(first.consts[p].aval.dtype).kind in "iu" for p in varying) and np.abs(values).max() > 2.0 ** 53:
+        return None
+    params = {}
+    for p in varying:
+        params[p] = Node.make("input", (), first.consts[p].aval, index=len(inputs))
+        inputs.append(params[p])
+    position = 0
+    for n in first.interior:
+        if id(n) in mapping:  # (a window)
+            continue
+        ins = []
+        for i in n.inputs:
+            if _scalar_const(i):
+                i = params.get(position, i)
+                position += 1
+            ins.append(mapping.get(id(i), i))
+        mapping[id(n)] = n.replace(ins)
+    return values.reshape(len(its), len(varying)), tuple(first.consts[p].aval for p in varying)
 
 
 def _apart(a, b) -> bool:
@@ -529,12 +594,14 @@ def _lockstep_runs(chains: list, index: dict, uses: dict, replace: dict, compile
 CARRY_REACH = 8
 
 
-def _carried_runs(order: list, index: dict, uses: dict, replace: dict, compile_template) -> None:
+def _carried_runs(order: list, index: dict, uses: dict, replace: dict, compile_template,
+                  taken: set = frozenset()) -> None:
     """Runs of at least MIN_RUN alike iterations of carried values (``trace +=
     np.tanh(a[i, i])``), added to ``replace``: the last value of a run -> its
     ``rolled`` node. A carried value is used once, by the interior of the next
     one: the same op with the same params and aval, at most CARRY_REACH
-    single users on. Linear: a bounded walk from each node."""
+    single users on. Linear: a bounded walk from each node. ``taken``: nodes
+    a stepped run took in (left alone)."""
     user: dict[int, Node] = {}
     for n in order:
         for i in n.inputs:
@@ -559,7 +626,7 @@ def _carried_runs(order: list, index: dict, uses: dict, replace: dict, compile_t
             path.append((n.op, n.params, n.aval))
             n = user.get(id(n))
     linked = {id(n) for n in nxt.values()}
-    rolled: set[int] = set()  # nodes a run of an earlier chain took in (tanh's chain inside add's)
+    rolled: set[int] = set(taken)  # nodes a run of an earlier chain took in (tanh's chain inside add's)
     for head in order:
         if id(head) in linked or id(head) not in nxt:
             continue
@@ -579,6 +646,214 @@ def _carried_runs(order: list, index: dict, uses: dict, replace: dict, compile_t
                     replace[id(part[end - 1])] = node
                     for it in its[start:end]:
                         rolled.update(id(n) for n in it.interior)
+
+
+# A stepped iteration (``_step``): at most this many updates of its array, and
+# this many nodes computing them.
+MAX_STORES = 4
+MAX_STEP = 256
+
+
+@dataclass
+class _Step:
+    signature: tuple  # equal for two iterations exactly when they differ only in offsets and carried values
+    offsets: list     # the windows' starts, then each store's region's
+    leaves: dict      # id -> node read by the interior, computed before the iteration
+    interior: list    # the nodes computing this iteration's stores and next values, topological
+    rank: dict        # id -> position in interior
+    inner: dict       # id -> uses by this iteration's own nodes and updates
+    carried: dict     # rank of a node of the iteration before -> its uses here
+    windows: list
+    consts: list
+    updates: list
+
+
+def _step(chain: list, lo: int, hi: int, index: dict, arrays: set, before: "_Step | None") -> _Step | None:
+    """The updates ``chain[lo:hi]`` as one iteration of a loop that carries
+    values from one iteration to the next (``before``: the iteration before,
+    whose nodes this one reads are its carried values). Its interior is every
+    node its stored values need that the program computed after the update
+    before it (DFS order: an iteration's nodes come after the last update of
+    the one before), so iterations cut the program in disjoint pieces; the
+    nodes it reads from further back are leaves. None: it reads the array it
+    updates, or computes more than MAX_STEP nodes, or stateful ones."""
+    ups = chain[lo:hi]
+    if any(not u.kw["slices"] or any(st <= 0 for _, _, st in u.kw["slices"]) for u in ups):
+        return None
+    bound = index[id(chain[lo - 1])] if lo else index[id(chain[0].inputs[0])]
+    taken: dict[int, Node] = {}
+    stack = [u.inputs[1] for u in ups]
+    while stack:
+        n = stack.pop()
+        if id(n) in taken or n.op in _SOURCES or index[id(n)] < bound:
+            continue
+        if id(n) in arrays or n.op in _STATEFUL or n.op == "update_slice" or isinstance(n.aval, tuple):
+            return None
+        taken[id(n)] = n
+        if len(taken) > MAX_STEP:
+            return None
+        stack.extend(n.inputs)
+    interior = sorted(taken.values(), key=lambda m: index[id(m)])
+    rank = {id(n): k for k, n in enumerate(interior)}
+    prior = before.rank if before is not None else {}
+    it = _Step((), [], {}, interior, rank, {}, {}, [], [], ups)
+    sig = []
+    for n in interior:
+        base = n.inputs[0] if n.inputs else None
+        if n.op == "slice" and id(base) not in rank and id(base) not in prior and base.op != "const" \
+                and all(a >= 0 and st > 0 for a, _, st in n.kw["slices"]):
+            it.leaves.setdefault(id(base), base)
+            it.windows.append(n)
+            sig.append(("win", id(base), n.aval, tuple(st for _, _, st in n.kw["slices"])))
+            it.offsets.extend(a for a, _, _ in n.kw["slices"])
+            continue
+        args = []
+        for i in n.inputs:
+            if id(i) in rank:
+                args.append(("node", rank[id(i)]))
+                it.inner[id(i)] = it.inner.get(id(i), 0) + 1
+            elif id(i) in prior:
+                args.append(("carry", prior[id(i)]))
+                it.carried[prior[id(i)]] = it.carried.get(prior[id(i)], 0) + 1
+            elif _scalar_const(i):
+                args.append(("const", len(it.consts), i.aval))
+                it.consts.append(i)
+            else:
+                if i.op != "const":
+                    it.leaves.setdefault(id(i), i)
+                args.append(("leaf", id(i)))
+        sig.append((n.op, n.params, n.aval, tuple(args)))
+    for u in ups:
+        v = u.inputs[1]
+        if id(v) not in rank or not np.can_cast(v.aval.dtype, u.aval.dtype, "safe"):
+            return None  # (a value from before the iteration, or a store that may lose what it stores)
+        it.inner[id(v)] = it.inner.get(id(v), 0) + 1
+        sig.append(("store", rank[id(v)], v.aval.shape, tuple(st for _, _, st in u.kw["slices"])))
+        it.offsets.extend(a for a, _, _ in u.kw["slices"])
+    sig.append(("carried", tuple(sorted(it.carried))))
+    it.signature = tuple(sig)
+    return it
+
+
+def _stepped_runs(chains: list, done: set, index: dict, uses: dict, replace: dict, compile_template) -> set:
+    """Runs of alike iterations of loops that update an array and carry values
+    (scalars) from one iteration to the next: a time loop recording its path,
+    ``state = state + dt / 6 * (k1 + ...); path[i + 1] = state`` with the state's
+    elements scalars (``passes.scalarize_small_vectors``). Neither a chain's
+    updates alone (each value needs the whole history) nor a carried value
+    alone (each is read many times) rolls. An iteration is a stretch of
+    ``per`` consecutive updates of a chain (tried 1 to MAX_STORES, each phase),
+    with the nodes computing them (``_step``); a run of alike ones is a
+    ``rolled`` node whose result is the array and the last values, picked.
+    Returns the ids of the nodes the runs took in. Linear: each node is in at
+    most one iteration per (per, phase) tried."""
+    taken: set[int] = set()
+    for k, chain in enumerate(chains):
+        if k in done:
+            continue
+        arrays = {id(u) for u in chain} | {id(chain[0].inputs[0])}
+        for per, phase in ((p, f) for p in range(1, MAX_STORES + 1) for f in range(p)):
+            count = (len(chain) - phase) // per
+            if count < MIN_RUN + 2:
+                break
+            m = count // 2  # (a probe: two iterations in the middle alike, carrying values)
+            cut = lambda j, b: _step(chain, phase + j * per, phase + (j + 1) * per, index, arrays, b)  # noqa: E731
+            a = cut(m, cut(m - 1, None))
+            b = cut(m + 1, a) if a is not None else None
+            if b is None or a.signature != b.signature or not b.carried:
+                continue
+            steps, before = [], None
+            for j in range(count):
+                before = cut(j, before)
+                steps.append(before)
+            for start, end in (p for run in _runs(steps, 1) for p in _pieces(steps, *run, uses)):
+                if end - start < MIN_RUN:
+                    continue
+                node = _stepped(chain, steps, start, end, phase + start * per, compile_template)
+                if node is None:
+                    continue
+                ranks = sorted(steps[start].carried)
+                replace[id(steps[end - 1].updates[-1])] = Node.make("pick", (node,), node.aval[0], index=0)
+                for j, r in enumerate(ranks):
+                    last = steps[end - 1].interior[r]
+                    replace[id(last)] = Node.make("pick", (node,), node.aval[1 + j], index=1 + j)
+                for st in steps[start:end]:
+                    taken.update(id(n) for n in st.interior)
+            break
+    return taken
+
+
+def _pieces(steps: list, start: int, end: int, uses: dict):
+    """(start, end) of the parts of a run of alike stepped iterations that may
+    be one loop: an iteration whose carried value or array something else
+    reads too (``seen = x`` half way) ends a part (its values are the part's
+    results); one whose other nodes something else reads, or whose updates
+    but the last, stays out of any."""
+    carried = steps[start].carried
+    at = start
+    for j in range(start, end):
+        st = steps[j]
+        later = steps[j + 1].carried if j + 1 < end else {}
+        last = drop = False
+        for n in st.interior:
+            r = st.rank[id(n)]
+            if uses[id(n)] != st.inner.get(id(n), 0) + later.get(r, 0):
+                last = True
+                drop |= r not in carried
+        drop |= any(uses[id(u)] != 1 for u in st.updates[:-1])
+        last |= uses[id(st.updates[-1])] != 1
+        if drop:
+            yield at, j
+            at = j + 1
+        elif last:
+            yield at, j + 1
+            at = j + 1
+    if at < end:
+        yield at, end
+
+
+def _stepped(chain: list, steps: list, start: int, end: int, at: int, compile_template) -> Node | None:
+    """The ``rolled`` node of the alike stepped iterations ``steps[start:end]``
+    (``at``: the first's first update in ``chain``; ``_pieces`` checked that
+    nothing else reads their nodes), or None: a carried value is not a scalar,
+    or the target cannot compile the loop."""
+    ranks = sorted(steps[start].carried)
+    before = steps[start - 1]
+    inits = [before.interior[r] for r in ranks]
+    first = steps[start]
+    outs = [first.interior[r] for r in ranks]
+    if any(i.aval != o.aval or o.aval.ndim for i, o in zip(inits, outs)):
+        return None
+    dst = chain[at - 1] if at else chain[0].inputs[0]
+    leaves = list(first.leaves.values())
+    position = {id(leaf): k for k, leaf in enumerate(leaves)}
+    inputs, mapping = [], {}
+    for n in inits:
+        mapping[id(n)] = Node.make("input", (), n.aval, index=len(inputs))
+        inputs.append(mapping[id(n)])
+    windows = []
+    for n in first.windows:
+        windows.append((position[id(n.inputs[0])], tuple(n.aval.shape), tuple(st for _, _, st in n.kw["slices"])))
+        mapping[id(n)] = Node.make("input", (), n.aval, index=len(inputs))
+        inputs.append(mapping[id(n)])
+    its = steps[start:end]
+    made = _template_interior(first, its, leaves, inputs, mapping)
+    if made is None:
+        return None
+    values, avals = made
+    template = Graph(inputs, [mapping[id(u.inputs[1])] for u in first.updates] + [mapping[id(o)] for o in outs])
+    table = Table(np.array([it.offsets for it in its], dtype=np.int64).reshape(len(its), -1))
+    consts = Table(values, np.float64)
+    regions = tuple((tuple(u.inputs[1].aval.shape), tuple(st for _, _, st in u.kw["slices"])) for u in first.updates)
+    spec = Rolled(template, tuple(windows), None, False, params=avals,
+                  carried=tuple(o.aval for o in outs), regions=regions)
+    if compile_template is not None:
+        runner = compile_template(spec, leaves, len(its))
+        if runner is None:
+            return None
+        spec = dataclasses.replace(spec, runner=runner)
+    return Node.make("rolled", (dst, *inits, *leaves), (dst.aval, *spec.carried), spec=spec, table=table,
+                     consts=consts)
 
 
 def _stretches(chain: list, link: dict, rolled: set):

@@ -134,12 +134,16 @@ declare("host_call", "call", abstract=_host_call_abstract, impl=_host_call_impl)
 
 
 def _rolled_abstract(dst, *leaves, spec, table, consts=None):
+    if spec.carried:  # (a stepped loop: the array and the last values)
+        return (dst, *leaves[:len(spec.carried)])
     if spec.lockstep:  # (several arrays updated in lockstep: the tuple of them)
         return (dst, *leaves[:len(spec.lockstep)])
     return dst
 
 
 def _rolled_impl(dst, *leaves, spec, table, consts=None):
+    if spec.carried:
+        return spec.run(np.array(dst, copy=True), leaves, table, consts)
     if spec.lockstep:
         n = len(spec.lockstep)
         dsts = tuple(np.array(d, copy=True) for d in (dst, *leaves[:n]))
@@ -148,7 +152,7 @@ def _rolled_impl(dst, *leaves, spec, table, consts=None):
 
 
 def _rolled_inplace(dst, *leaves, spec, table, consts=None):
-    if spec.lockstep:  # (its result is a tuple of new arrays: cpu_memory never plans it in place)
+    if spec.lockstep or spec.carried:  # (its result is a tuple: cpu_memory never plans it in place)
         return _rolled_impl(dst, *leaves, spec=spec, table=table, consts=consts)
     leaves = tuple(np.array(leaf) if is_ndarray(leaf) and np.may_share_memory(dst, leaf) else leaf
                    for leaf in leaves)  # (a leaf sharing memory with dst reads it as it was)

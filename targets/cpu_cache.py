@@ -334,14 +334,14 @@ def module_path(source: str) -> tuple[str, str]:
 _background: list[threading.Thread] = []
 
 
-def compile_parallel_later(source: str, serial, on_ready) -> None:
-    """Tiered compilation: compile ``kernel`` (prange) for the argument types the
-    serial kernel was just called with, in a background thread, then hand it to
-    ``on_ready``. LLVM's work runs outside the GIL (llvmlite calls through ctypes)."""
+def compile_parallel_later(source: str, serial, on_ready, name: str = "kernel") -> None:
+    """Tiered compilation: compile ``name`` (prange) for the argument types the
+    serial function was just called with, in a background thread, then hand it
+    to ``on_ready``. LLVM's work runs outside the GIL (llvmlite calls through ctypes)."""
 
     def work():
         try:
-            parallel = load(source, "kernel")
+            parallel = load(source, name)
             for sig in list(serial.signatures):
                 parallel.compile(sig)
             try:

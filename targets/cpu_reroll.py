@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from braze.fusion import Loop, View, fuse
+from braze.fusion import MAX_KERNEL_READS, Loop, View, fuse
 from braze.reroll import Rolled
 
 from . import cpu_cache
@@ -31,7 +31,8 @@ SERIAL_MAX = 1 << 14
 def compile_template(spec: Rolled, leaves, iterations: int) -> object | None:
     """``runner(dst, leaves, rows)`` for ``spec`` run ``iterations`` times, or None when its template is not
     one kernel this loop can call (then the run stays unrolled). A carried value's runner returns the last."""
-    program = fuse(spec.template)
+    # a stepped iteration's reads are mostly its carried scalars: all of them may go to one kernel
+    program = fuse(spec.template, max_reads=MAX_KERNEL_READS + len(spec.template.inputs) * bool(spec.carried))
     nwin = len(spec.windows)
     # template inputs: (the carried value: -1; a stepped loop's values: -len..-1), the windows
     # 0..nwin-1, the leaves
@@ -112,36 +113,49 @@ def compile_template(spec: Rolled, leaves, iterations: int) -> object | None:
         return None  # each step of a time loop big enough for threads: stays unrolled
     trig = ["tf = np.zeros(1, np.int8)"] if ks is not None and ks.has_trig else []
     if spec.carried:
+        if ks is None:
+            return None  # (a value that is a window: not a kernel's)
         return _stepped_runner(spec, ks, step, consts, loop.outputs, outs[len(regions):], len(leaves), trig)
     if spec.carry:
         return _carry_runner(ks, call, consts, extents, dtype, len(leaves), trig)
     parallel = spec.independent and iterations * work >= PARALLEL_MIN
     params = ", ".join([_dst(spec, j) for j in range(1 + len(spec.lockstep))] + [f"l{k}" for k in range(len(leaves))]
                        + ["table", "consts"] + [f"c{k}" for k in range(len(consts))])
-    body = [
-        "    n = table.shape[0]",
-        f"    nch = min(n, {CHUNKS})" if parallel else "    nch = min(n, 1)",
-        f"    for c in {'prange' if parallel else 'range'}(nch):",
-        *scratch,
-        *("        " + line for line in trig),
-        "        for k in range(c * n // nch, (c + 1) * n // nch):",
-        "            p = table[k]",
-        "            q = consts[k]",
-        *("            " + line for line in step),
-    ]
-    source = ((ks.source if ks else HEADER) + f"\n\n@njit(parallel={parallel}, fastmath={FASTMATH}, {FLAGS})\n"
-              f"def rolled({params}):\n" + "\n".join(body) + "\n")
+    def loop(name: str, threads: bool) -> str:
+        body = [
+            "    n = table.shape[0]",
+            f"    nch = min(n, {CHUNKS})" if threads else "    nch = min(n, 1)",
+            f"    for c in {'prange' if threads else 'range'}(nch):",
+            *scratch,
+            *("        " + line for line in trig),
+            "        for k in range(c * n // nch, (c + 1) * n // nch):",
+            "            p = table[k]",
+            "            q = consts[k]",
+            *("            " + line for line in step),
+        ]
+        return (f"\n\n@njit(parallel={threads}, fastmath={FASTMATH}, {FLAGS})\n"
+                f"def {name}({params}):\n" + "\n".join(body) + "\n")
+
+    # a parallel loop is tiered as a kernel is: its first call runs the serial
+    # variant while the parallel one compiles in the background (cpu_cache)
+    source = (ks.source if ks else HEADER) + loop("rolled", parallel) + (loop("rolled_serial", False) if parallel else "")
     scalar = [leaf.aval.ndim == 0 for leaf in leaves]
     fn = []
 
     def runner(dst, values, rows, crows):
         args = (*(dst if spec.lockstep else (dst,)),
                 *[np.asarray(v)[()] if s else np.asarray(v) for v, s in zip(values, scalar)], rows, crows, *consts)
-        if cpu_cache.noted(source, ("rolled",), args):
+        tier = parallel and not fn and not cpu_cache.has_parallel(source)
+        if cpu_cache.noted(source, ("rolled_serial", "rolled") if tier else ("rolled",), args):
             return  # (a dry run: see cpu_workers)
-        if not fn:
-            fn.append(cpu_cache.load(source, "rolled"))
-        fn[0](*args)
+        if fn:
+            fn[0](*args)
+            return
+        serial = cpu_cache.load(source, "rolled_serial" if tier else "rolled")
+        serial(*args)
+        fn.append(serial)
+        if tier:
+            cpu_cache.compile_parallel_later(source, serial, lambda threads: fn.__setitem__(0, threads), "rolled")
 
     runner.source = source
     return runner
@@ -201,7 +215,8 @@ def _stepped_runner(spec: Rolled, ks, step: list, consts: list, outputs: list, n
              f"np.{np.dtype(o.aval.dtype).name})" for j, o in enumerate(outputs)]
     turn = [f"        v{r} = o{ids.index(id(n))}[0]" for r, n in enumerate(nexts)]
     values = ", ".join(f"v{r}" for r in range(len(dtypes)))
-    params = ", ".join(["dst"] + [f"i{r}" for r in range(len(dtypes))] + [f"l{k}" for k in range(nleaves)]
+    params = ", ".join(["dst"] * bool(spec.regions) + [f"i{r}" for r in range(len(dtypes))]
+                       + [f"l{k}" for k in range(nleaves)]
                        + ["table", "consts"] + [f"c{k}" for k in range(len(consts))])
     body = head + ["    " + line for line in trig] + [
         "    for k in range(table.shape[0]):", "        p = table[k]", "        q = consts[k]",
@@ -211,7 +226,7 @@ def _stepped_runner(spec: Rolled, ks, step: list, consts: list, outputs: list, n
     fn = []
 
     def runner(dst, values, leaves, rows, crows):
-        args = (dst, *[np.asarray(v, d)[()] for v, d in zip(values, dtypes)],
+        args = (*(dst,) * bool(spec.regions), *[np.asarray(v, d)[()] for v, d in zip(values, dtypes)],
                 *[np.asarray(v)[()] if np.ndim(v) == 0 else np.asarray(v) for v in leaves], rows, crows, *consts)
         if cpu_cache.noted(source, ("rolled",), args):
             return tuple(np.asarray(v, d) for v, d in zip(values, dtypes))  # (a dry run: see cpu_workers)

@@ -15,6 +15,7 @@ from braze.targets.generic import lower_graph
 from programs.everyday import lorenz_arrays  # three arrays per iteration, each reading the others
 from programs.everyday import tridiag_solve as thomas  # two arrays per iteration, from a value both read
 from programs.polybench import conv2d
+from programs.science import lorenz_rk4
 from programs.sims import pendulum_rk4
 
 
@@ -166,6 +167,10 @@ def recorded_rk4(x0):  # RK4 on a 2-vector (its elements carried as scalars), th
     return pendulum_rk4(x0[0], x0[1], x0.dtype.type(0.05), 39)  # (float32 state, float64 path: stores widen)
 
 
+def final_state_rk4(s):  # RK4 on x, y, z returning only its last state: nothing stored, an arrayless stepped loop
+    return lorenz_rk4(s, 0.01, 40)
+
+
 def forced_oscillator(f):  # two scalars carried from Python floats, a window of f and i a step, two stores
     x, v = 1.0, 0.0
     path = np.zeros((f.shape[0], 2), f.dtype)
@@ -219,6 +224,7 @@ CASES = {
     "reads_current": (reads_current, lambda d, r: (r.standard_normal(30).astype(d),), True),
     "recorded_rk4": (recorded_rk4, lambda d, r: (np.array([1.2, 0.3], d),), True),
     "forced_oscillator": (forced_oscillator, lambda d, r: (r.standard_normal(50).astype(d),), True),
+    "final_state_rk4": (final_state_rk4, lambda d, r: (np.array([1.0, 1.0, 1.0], d),), True),
     "peeked_state": (peeked_state, lambda d, r: (r.standard_normal(30).astype(d),), True),
 }
 
@@ -570,3 +576,19 @@ def test_a_huge_sin_argument_in_a_rolled_loop_reruns_its_iteration_with_libm():
     got, want = f(x0), spiral(x0)
     assert np.abs(x0 * 1.9 ** 60) > 2.0 ** 48
     np.testing.assert_allclose(got, want, rtol=0, atol=8 * np.finfo(np.float64).eps)
+
+
+def test_a_loop_carrying_scalars_and_storing_nothing_rolls_into_one_loop():
+    """RK4 on ``x, y, z`` returning its last state: each result element followed
+    back through the same op gives a value per iteration, and the program
+    between two of them is an iteration; alike ones are one stepped loop with
+    no array, whose results are its last values."""
+    s = np.array([1.0, 1.0, 1.0])
+    graph = reroll(_inlined(braze.compile(final_state_rk4, target="cpu").lower(s).ir))
+    (node,) = _rolled_nodes(graph)
+    spec = node.kw["spec"]
+    assert spec.arrayless and len(node.aval) == len(spec.carried) >= 3
+    assert node.kw["table"].rows.shape[0] >= 35
+    f = braze.compile(final_state_rk4, target="cpu")
+    assert f.lower(s).counts["rolled loops"] == 1
+    np.testing.assert_array_equal(f(s), final_state_rk4(s))

@@ -334,13 +334,14 @@ class _Group:
         return "full"
 
 
-def fuse(graph: Graph, compact: bool = False) -> Program:
+def fuse(graph: Graph, compact: bool = False, max_reads: int = MAX_KERNEL_READS) -> Program:
     """Partition ``graph`` into loops, views and externs, in execution order.
 
     With ``compact`` (the target generates count-then-fill kernels), each
     boolean-mask selection (``compress``) leads a kernel over its mask's shape
     holding the elementwise producers of its mask and values; otherwise it is
-    an extern."""
+    an extern. ``max_reads``: the most values a kernel may read (a re-rolled
+    iteration's kernel, whose reads are mostly carried scalars, takes more)."""
     nodes = graph.nodes
     consumers: dict[int, list[Node]] = defaultdict(list)
     for node in nodes:
@@ -390,7 +391,7 @@ def fuse(graph: Graph, compact: bool = False) -> Program:
         outside = [c for c in consumers[id(p)] if id(c) not in group.members]
         if ((outside and _feeds(outside, group, group_of, pos))  # kernels would depend both ways
                 or _downstream(p, group, pos)  # p reads something computed from this group
-                or len(group.reads) - 1 + new_reads(group, p) > MAX_KERNEL_READS):
+                or len(group.reads) - 1 + new_reads(group, p) > max_reads):
             turned_down[id(p)] = p
             return False
         exported = bool(outside) or id(p) in graph_outputs
@@ -456,8 +457,8 @@ def fuse(graph: Graph, compact: bool = False) -> Program:
         group.lowest = min((pos[id(n)] for n in group.nodes), default=None)
         group.highest = max((pos[id(n)] for n in group.nodes), default=-1)
     groups = [g for g in groups if g.nodes]
-    groups = _merge_siblings(groups, group_of, pos)
-    groups = _merge_consumers(groups, group_of, pos)
+    groups = _merge_siblings(groups, group_of, pos, max_reads)
+    groups = _merge_consumers(groups, group_of, pos, max_reads)
 
     # One step per group, extern and view; then order the steps topologically.
     # Kernels run as wholes, so groups can depend on each other in a cycle even
@@ -480,7 +481,7 @@ def fuse(graph: Graph, compact: bool = False) -> Program:
         else:
             step = _make_loop(name("k"), group, members, spaces, consumers, graph_outputs)
         program.steps.append(step)
-    _rematerialize(program.steps, graph_outputs)
+    _rematerialize(program.steps, graph_outputs, max_reads)
     computed = {id(o) for step in program.steps if isinstance(step, Loop) for o in step.outputs}
     for step in program.steps:
         if isinstance(step, Loop):
@@ -596,7 +597,8 @@ def _signature(g: _Group) -> tuple:
     return tuple((n.op, n.params, n.aval) for n in g.nodes)
 
 
-def _merge_siblings(groups: list[_Group], group_of: dict, pos: dict) -> list[_Group]:
+def _merge_siblings(groups: list[_Group], group_of: dict, pos: dict, max_reads: int = MAX_KERNEL_READS
+                    ) -> list[_Group]:
     """Horizontal fusion: groups over the same domain and axes that read a common
     value and do not depend on each other become one kernel (one pass over memory).
 
@@ -630,7 +632,7 @@ def _merge_siblings(groups: list[_Group], group_of: dict, pos: dict) -> list[_Gr
             for h in heads[-MERGE_PARTNERS:]:
                 if small and _signature(h) == _signature(g):
                     continue  # (the same kernel twice: compiled once, each call reads the small value again)
-                if _can_merge(h, g, group_of, pos):
+                if _can_merge(h, g, group_of, pos, max_reads):
                     h.axes = h.axes if h.axes is not None else g.axes
                     for n in g.nodes:
                         h.members.add(id(n))
@@ -647,7 +649,8 @@ def _merge_siblings(groups: list[_Group], group_of: dict, pos: dict) -> list[_Gr
     return [g for g in groups if id(g) not in merged_into]
 
 
-def _merge_consumers(groups: list[_Group], group_of: dict, pos: dict) -> list[_Group]:
+def _merge_consumers(groups: list[_Group], group_of: dict, pos: dict, max_reads: int = MAX_KERNEL_READS
+                     ) -> list[_Group]:
     """Vertical fusion of kernels: an elementwise group reading what another
     elementwise group over the same domain computes joins it, when nothing
     between them needs the producer finished first (Black-Scholes' put reads the
@@ -684,7 +687,7 @@ def _merge_consumers(groups: list[_Group], group_of: dict, pos: dict) -> list[_G
             a = group_of.get(v)
             a = find(a) if a is not None else None
             if (a is None or a is b or not alike(a, b) or a.domain != b.domain or a.ops + b.ops > MAX_KERNEL_OPS
-                    or len((a.reads | b.reads) - a.members - b.members) > MAX_KERNEL_READS):
+                    or len((a.reads | b.reads) - a.members - b.members) > max_reads):
                 continue
             if (rows(b) and twins[_signature(b)] > 1
                     and sum(_bytes(i) for vid, i in inputs.items() if vid in a.members) < SIBLING_MIN_BYTES):
@@ -726,10 +729,10 @@ def _reaches_group(starts, a: _Group, group_of: dict, pos: dict) -> bool:
 MERGE_PARTNERS = 8
 
 
-def _can_merge(a: _Group, b: _Group, group_of: dict, pos: dict) -> bool:
+def _can_merge(a: _Group, b: _Group, group_of: dict, pos: dict, max_reads: int = MAX_KERNEL_READS) -> bool:
     if a.domain != b.domain or a.ops + b.ops > MAX_KERNEL_OPS or a.mask is not b.mask:
         return False  # (compaction kernels merge when they select with the same mask)
-    if len(a.reads | b.reads) > MAX_KERNEL_READS:
+    if len(a.reads | b.reads) > max_reads:
         return False
     if a.axes is not None and b.axes is not None and tuple(a.axes) != tuple(b.axes):
         return False
@@ -856,7 +859,7 @@ def _remat_cone(leaf: Node, loop: Loop, logical: tuple, stored: set[int]) -> lis
     return cone
 
 
-def _rematerialize(steps: list, graph_outputs: set[int]) -> None:
+def _rematerialize(steps: list, graph_outputs: set[int], max_reads: int = MAX_KERNEL_READS) -> None:
     """A kernel reading a value that cheap elementwise ops compute from
     program inputs computes it itself, when that reads less memory: the (n, n,
     3) pairwise differences of an N-body step from two (n, 3) views of the
@@ -905,7 +908,7 @@ def _rematerialize(steps: list, graph_outputs: set[int]) -> None:
         front: list[Node] = []
         for _, cone in cands:
             front += [n for n in cone if n not in front]
-        if (not cands or len(loop.leaves) - len(cands) + len(new) > MAX_KERNEL_READS
+        if (not cands or len(loop.leaves) - len(cands) + len(new) > max_reads
                 or len(loop.members) + len(front) > MAX_KERNEL_OPS):
             continue
         for leaf, _ in cands:

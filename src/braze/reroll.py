@@ -120,6 +120,12 @@ class Rolled:
     carried: tuple = ()
     regions: tuple = ()
 
+    @property
+    def arrayless(self) -> bool:
+        """A stepped loop that stores nothing: the node's inputs are the values
+        and the leaves, its result the tuple of the last values."""
+        return bool(self.carried) and not self.regions
+
     def __repr__(self):
         kind = "carried" if self.carry else "independent" if self.independent else "in order"
         if self.carried:
@@ -130,11 +136,13 @@ class Rolled:
 
     def run(self, dst: np.ndarray, leaves, table: Table, consts: Table | None = None) -> np.ndarray:
         crows = consts.rows if consts is not None else np.zeros((len(table.rows), 0))
-        if self.carried:
+        if self.carried:  # (arrayless: ``dst`` is None, the values first among ``leaves``)
             values, leaves = tuple(leaves[:len(self.carried)]), tuple(leaves[len(self.carried):])
             if self.runner is not None:
-                return (dst, *self.runner(dst, values, leaves, table.rows, crows))
-            return self._run_stepped(dst, values, leaves, table.rows, crows)
+                values = self.runner(dst, values, leaves, table.rows, crows)
+            else:
+                values = self._run_stepped(dst, values, leaves, table.rows, crows)
+            return values if self.arrayless else (dst, *values)
         if self.runner is not None:
             if self.carry:
                 return self.runner(dst, leaves, table.rows, crows)
@@ -177,7 +185,7 @@ class Rolled:
 
 
     def _run_stepped(self, dst, values, leaves, rows, crows) -> tuple:
-        """A stepped loop with NumPy, iteration by iteration (see ``carried``)."""
+        """A stepped loop with NumPy, iteration by iteration (see ``carried``): the last values."""
         k, nwin = len(self.carried), len(self.windows)
         inputs = self.template.inputs
         params = inputs[len(inputs) - len(self.params):]
@@ -205,7 +213,7 @@ class Rolled:
                 dst[_window(row[col:col + len(extents)], extents, steps)] = v
                 col += len(extents)
             values = tuple(outs[len(self.regions):])
-        return (dst, *values)
+        return values
 
 
 def param_value(c: float, aval):
@@ -266,8 +274,9 @@ def reroll(graph: Graph, compile_template=None) -> Graph:
             if node is not None:
                 replace[id(chain[end - 1])] = node
                 done.add(k)
-    stepped = _stepped_runs(chains, done, index, uses, replace, compile_template)
-    _carried_runs(order, index, uses, replace, compile_template, stepped)
+    taken = _stepped_runs(chains, done, index, uses, replace, compile_template)
+    taken = _carried_runs(order, index, uses, replace, compile_template, taken)
+    _anchored_runs(graph, index, uses, replace, compile_template, taken)
     if not replace:
         return graph
     mapping: dict[int, Node] = {}
@@ -595,13 +604,14 @@ CARRY_REACH = 8
 
 
 def _carried_runs(order: list, index: dict, uses: dict, replace: dict, compile_template,
-                  taken: set = frozenset()) -> None:
+                  taken: set = frozenset()) -> set:
     """Runs of at least MIN_RUN alike iterations of carried values (``trace +=
     np.tanh(a[i, i])``), added to ``replace``: the last value of a run -> its
     ``rolled`` node. A carried value is used once, by the interior of the next
     one: the same op with the same params and aval, at most CARRY_REACH
     single users on. Linear: a bounded walk from each node. ``taken``: nodes
-    a stepped run took in (left alone)."""
+    a stepped run took in (left alone); returns them with the nodes these
+    runs took in."""
     user: dict[int, Node] = {}
     for n in order:
         for i in n.inputs:
@@ -646,6 +656,7 @@ def _carried_runs(order: list, index: dict, uses: dict, replace: dict, compile_t
                     replace[id(part[end - 1])] = node
                     for it in its[start:end]:
                         rolled.update(id(n) for n in it.interior)
+    return rolled
 
 
 # A stepped iteration (``_step``): at most this many updates of its array, and
@@ -668,21 +679,27 @@ class _Step:
     updates: list
 
 
-def _step(chain: list, lo: int, hi: int, index: dict, arrays: set, before: "_Step | None") -> _Step | None:
-    """The updates ``chain[lo:hi]`` as one iteration of a loop that carries
-    values from one iteration to the next (``before``: the iteration before,
-    whose nodes this one reads are its carried values). Its interior is every
-    node its stored values need that the program computed after the update
-    before it (DFS order: an iteration's nodes come after the last update of
-    the one before), so iterations cut the program in disjoint pieces; the
-    nodes it reads from further back are leaves. None: it reads the array it
-    updates, or computes more than MAX_STEP nodes, or stateful ones."""
+def _chain_step(chain: list, lo: int, hi: int, index: dict, arrays: set, before: "_Step | None") -> _Step | None:
+    """The updates ``chain[lo:hi]`` as one iteration (``_step``), cut at the update before them."""
     ups = chain[lo:hi]
     if any(not u.kw["slices"] or any(st <= 0 for _, _, st in u.kw["slices"]) for u in ups):
         return None
     bound = index[id(chain[lo - 1])] if lo else index[id(chain[0].inputs[0])]
+    return _step([u.inputs[1] for u in ups], ups, bound, index, arrays, before)
+
+
+def _step(roots: list, ups: list, bound: int, index: dict, arrays: set, before: "_Step | None") -> _Step | None:
+    """One iteration of a loop that carries values from one iteration to the
+    next (``before``: the iteration before, whose nodes this one reads are its
+    carried values), making the updates ``ups`` (their values among
+    ``roots``). Its interior is every node the roots need that the program
+    computed after position ``bound`` (the update, or the carried value,
+    ending the iteration before: in DFS order an iteration's nodes come after
+    it), so iterations cut the program in disjoint pieces; the nodes it reads
+    from further back are leaves. None: it reads an array of ``arrays``, or
+    computes more than MAX_STEP nodes, or stateful ones."""
     taken: dict[int, Node] = {}
-    stack = [u.inputs[1] for u in ups]
+    stack = list(roots)
     while stack:
         n = stack.pop()
         if id(n) in taken or n.op in _SOURCES or index[id(n)] < bound:
@@ -757,7 +774,7 @@ def _stepped_runs(chains: list, done: set, index: dict, uses: dict, replace: dic
             if count < MIN_RUN + 2:
                 break
             m = count // 2  # (a probe: two iterations in the middle alike, carrying values)
-            cut = lambda j, b: _step(chain, phase + j * per, phase + (j + 1) * per, index, arrays, b)  # noqa: E731
+            cut = lambda j, b: _chain_step(chain, phase + j * per, phase + (j + 1) * per, index, arrays, b)  # noqa: E731
             a = cut(m, cut(m - 1, None))
             b = cut(m + 1, a) if a is not None else None
             if b is None or a.signature != b.signature or not b.carried:
@@ -769,18 +786,85 @@ def _stepped_runs(chains: list, done: set, index: dict, uses: dict, replace: dic
             for start, end in (p for run in _runs(steps, 1) for p in _pieces(steps, *run, uses)):
                 if end - start < MIN_RUN:
                     continue
-                node = _stepped(chain, steps, start, end, phase + start * per, compile_template)
-                if node is None:
-                    continue
-                ranks = sorted(steps[start].carried)
-                replace[id(steps[end - 1].updates[-1])] = Node.make("pick", (node,), node.aval[0], index=0)
-                for j, r in enumerate(ranks):
-                    last = steps[end - 1].interior[r]
-                    replace[id(last)] = Node.make("pick", (node,), node.aval[1 + j], index=1 + j)
-                for st in steps[start:end]:
-                    taken.update(id(n) for n in st.interior)
+                at = phase + start * per
+                _replace_run(steps, start, end, chain[at - 1] if at else chain[0].inputs[0], replace, taken,
+                             compile_template)
             break
     return taken
+
+
+def _replace_run(steps: list, start: int, end: int, dst: Node | None, replace: dict, taken: set,
+                 compile_template) -> None:
+    """The stepped run ``steps[start:end]`` as a ``rolled`` node (``_stepped``),
+    added to ``replace``: its array's last update and its last values are picks
+    of it; its nodes are added to ``taken``."""
+    node = _stepped(steps, start, end, dst, compile_template)
+    if node is None:
+        return
+    ranks = sorted(steps[start].carried)
+    first = 0 if dst is None else 1
+    if dst is not None:
+        replace[id(steps[end - 1].updates[-1])] = Node.make("pick", (node,), node.aval[0], index=0)
+    for j, r in enumerate(ranks):
+        last = steps[end - 1].interior[r]
+        replace[id(last)] = Node.make("pick", (node,), node.aval[first + j], index=first + j)
+    for st in steps[start:end]:
+        taken.update(id(n) for n in st.interior)
+
+
+# The most scalar results of a program followed back for carried values
+# (``_anchored_runs``): the elements of the state a loop returns.
+MAX_ANCHORS = 64
+
+
+def _anchored_runs(graph: Graph, index: dict, uses: dict, replace: dict, compile_template, taken: set) -> None:
+    """Runs of alike iterations of a loop that carries scalars and stores
+    nothing (an RK4 loop on ``x, y, z`` returning its last state): each scalar
+    result of the program, followed back through the input of each node that
+    is the same op on the same aval (``x = x + dt / 6 * (...)``: the add's
+    first input), gives one value per iteration; the program between one
+    iteration's value and the next's is an iteration (``_step``), and alike
+    ones make a stepped run with no array. Linear: each node is followed at
+    most once, and is in one iteration of one walk."""
+    roots, seen, stack = [], set(), list(graph.outputs)
+    while stack and len(seen) < 4 * MAX_ANCHORS:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if n.op in ("concatenate", "reshape"):
+            stack.extend(n.inputs)
+        elif not isinstance(n.aval, tuple) and n.aval.ndim == 0 and n.op not in _SOURCES:
+            roots.append(n)
+    followed: set[int] = set()
+    for root in roots[:MAX_ANCHORS]:
+        path = [root]
+        while id(path[-1]) not in followed:
+            n = path[-1]
+            followed.add(id(n))
+            key = (n.op, n.params, n.aval)
+            n = next((i for i in n.inputs if i.op not in _SOURCES and (i.op, i.params, i.aval) == key), None)
+            if n is None or id(n) in followed:
+                break
+            path.append(n)
+        if len(path) < MIN_RUN + 3 or any(id(a) in taken or id(a) in replace for a in path):
+            continue
+        anchors = path[::-1]
+        cut = lambda j, b: _step([anchors[j]], [], index[id(anchors[j - 1])] + 1, index, set(), b)  # noqa: E731
+        m = len(anchors) // 2
+        a = cut(m, cut(m - 1, None))
+        b = cut(m + 1, a) if a is not None else None
+        if b is None or a.signature != b.signature or not b.carried:
+            continue
+        steps, before = [None], None
+        for j in range(1, len(anchors)):
+            before = cut(j, before)
+            if before is not None and any(id(n) in taken or id(n) in replace for n in before.interior):
+                before = None  # (another run's nodes)
+            steps.append(before)
+        for start, end in (p for run in _runs(steps, 2) for p in _pieces(steps, *run, uses)):
+            if end - start >= MIN_RUN:
+                _replace_run(steps, start, end, None, replace, taken, compile_template)
 
 
 def _pieces(steps: list, start: int, end: int, uses: dict):
@@ -801,7 +885,7 @@ def _pieces(steps: list, start: int, end: int, uses: dict):
                 last = True
                 drop |= r not in carried
         drop |= any(uses[id(u)] != 1 for u in st.updates[:-1])
-        last |= uses[id(st.updates[-1])] != 1
+        last |= bool(st.updates) and uses[id(st.updates[-1])] != 1
         if drop:
             yield at, j
             at = j + 1
@@ -812,19 +896,20 @@ def _pieces(steps: list, start: int, end: int, uses: dict):
         yield at, end
 
 
-def _stepped(chain: list, steps: list, start: int, end: int, at: int, compile_template) -> Node | None:
+def _stepped(steps: list, start: int, end: int, dst: Node | None, compile_template) -> Node | None:
     """The ``rolled`` node of the alike stepped iterations ``steps[start:end]``
-    (``at``: the first's first update in ``chain``; ``_pieces`` checked that
-    nothing else reads their nodes), or None: a carried value is not a scalar,
-    or the target cannot compile the loop."""
+    updating ``dst`` (as it was before them; None: no array), whose nodes
+    ``_pieces`` checked nothing else reads, or None: a carried value is not a
+    scalar, or the target cannot compile the loop."""
     ranks = sorted(steps[start].carried)
     before = steps[start - 1]
+    if not ranks or before is None:
+        return None  # (nothing carried: not a stepped loop)
     inits = [before.interior[r] for r in ranks]
     first = steps[start]
     outs = [first.interior[r] for r in ranks]
     if any(i.aval != o.aval or o.aval.ndim for i, o in zip(inits, outs)):
         return None
-    dst = chain[at - 1] if at else chain[0].inputs[0]
     leaves = list(first.leaves.values())
     position = {id(leaf): k for k, leaf in enumerate(leaves)}
     inputs, mapping = [], {}
@@ -842,7 +927,7 @@ def _stepped(chain: list, steps: list, start: int, end: int, at: int, compile_te
         return None
     values, avals = made
     template = Graph(inputs, [mapping[id(u.inputs[1])] for u in first.updates] + [mapping[id(o)] for o in outs])
-    table = Table(np.array([it.offsets for it in its], dtype=np.int64).reshape(len(its), -1))
+    table = Table(np.array([it.offsets for it in its], dtype=np.int64).reshape(len(its), len(first.offsets)))
     consts = Table(values, np.float64)
     regions = tuple((tuple(u.inputs[1].aval.shape), tuple(st for _, _, st in u.kw["slices"])) for u in first.updates)
     spec = Rolled(template, tuple(windows), None, False, params=avals,
@@ -852,6 +937,8 @@ def _stepped(chain: list, steps: list, start: int, end: int, at: int, compile_te
         if runner is None:
             return None
         spec = dataclasses.replace(spec, runner=runner)
+    if dst is None:
+        return Node.make("rolled", (*inits, *leaves), spec.carried, spec=spec, table=table, consts=consts)
     return Node.make("rolled", (dst, *inits, *leaves), (dst.aval, *spec.carried), spec=spec, table=table,
                      consts=consts)
 

@@ -134,6 +134,8 @@ declare("host_call", "call", abstract=_host_call_abstract, impl=_host_call_impl)
 
 
 def _rolled_abstract(dst, *leaves, spec, table, consts=None):
+    if spec.arrayless:  # (a stepped loop storing nothing: the last values; ``dst`` is the first)
+        return spec.carried
     if spec.carried:  # (a stepped loop: the array and the last values)
         return (dst, *leaves[:len(spec.carried)])
     if spec.lockstep:  # (several arrays updated in lockstep: the tuple of them)
@@ -142,6 +144,8 @@ def _rolled_abstract(dst, *leaves, spec, table, consts=None):
 
 
 def _rolled_impl(dst, *leaves, spec, table, consts=None):
+    if spec.arrayless:
+        return spec.run(None, (dst, *leaves), table, consts)
     if spec.carried:
         return spec.run(np.array(dst, copy=True), leaves, table, consts)
     if spec.lockstep:

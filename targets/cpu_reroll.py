@@ -31,8 +31,10 @@ SERIAL_MAX = 1 << 14
 def compile_template(spec: Rolled, leaves, iterations: int) -> object | None:
     """``runner(dst, leaves, rows)`` for ``spec`` run ``iterations`` times, or None when its template is not
     one kernel this loop can call (then the run stays unrolled). A carried value's runner returns the last."""
-    # a stepped iteration's reads are mostly its carried scalars: all of them may go to one kernel
-    program = fuse(spec.template, max_reads=MAX_KERNEL_READS + len(spec.template.inputs) * bool(spec.carried))
+    # a stepped iteration's reads are mostly its carried scalars, and its values may not share
+    # any: all of them go to one kernel if they can
+    program = fuse(spec.template, max_reads=MAX_KERNEL_READS + len(spec.template.inputs) * bool(spec.carried),
+                   one_kernel=bool(spec.carried))
     nwin = len(spec.windows)
     # template inputs: (the carried value: -1; a stepped loop's values: -len..-1), the windows
     # 0..nwin-1, the leaves

@@ -592,3 +592,61 @@ def test_a_loop_carrying_scalars_and_storing_nothing_rolls_into_one_loop():
     f = braze.compile(final_state_rk4, target="cpu")
     assert f.lower(s).counts["rolled loops"] == 1
     np.testing.assert_array_equal(f(s), final_state_rk4(s))
+
+
+# ---------------------------------------------------------------- generated time loops
+
+_UPDATES = (  # how a state element is stepped from the state (s), the forcing (f) and the step (i)
+    lambda s, j, f, i: s[j] + 0.01 * (s[(j + 1) % len(s)] - s[j]),
+    lambda s, j, f, i: s[j] * 0.99 - 0.02 * s[(j + 1) % len(s)] * s[j] + f,
+    lambda s, j, f, i: (s[j] + f) / (1.5 + s[(j + 2) % len(s)] * s[(j + 2) % len(s)]),
+    lambda s, j, f, i: s[j] - 0.001 * i * s[j],
+    lambda s, j, f, i: np.where(s[j] > 0, s[j] * 0.5, s[j] + 1.0),
+)
+
+
+def _time_loop(kinds, store, peek, as_vector):
+    """A time loop over a state of ``len(kinds)`` scalars (or one small vector,
+    taken apart by braze), each stepped by ``_UPDATES[kind]``, storing the state
+    every step (``store``), read half way by what follows (``peek``)."""
+    def loop(x0, forcing):
+        state = [x0[j] for j in range(len(kinds))]
+        path = np.zeros((forcing.shape[0], len(kinds)), x0.dtype)
+        seen = x0[0] * 0
+        for i in range(forcing.shape[0]):
+            f = forcing[i]
+            new = [_UPDATES[k](state, j, f, i) for j, k in enumerate(kinds)]
+            state = list(np.array(new)) if as_vector else new
+            if store:
+                if as_vector:
+                    path[i] = np.array(state)
+                else:
+                    for j in range(len(kinds)):
+                        path[i, j] = state[j]
+            if peek and i == forcing.shape[0] // 2:
+                seen = state[0]
+        return np.array(state) + seen, path
+
+    return loop
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_generated_time_loops_match_numpy_bit_for_bit(seed):
+    """Time loops carrying 1-3 scalars, with and without per-step stores, a
+    mid-loop read and a state vector: compiled (rolled where they roll) they
+    give NumPy's bits, as unrolled they do."""
+    rng = np.random.default_rng(seed)
+    kinds = tuple(int(k) for k in rng.integers(0, len(_UPDATES), rng.integers(1, 4)))
+    store, peek, as_vector = (bool(b) for b in rng.integers(0, 2, 3))
+    dtype = (np.float64, np.float32)[seed % 2]
+    loop = _time_loop(kinds, store, peek, as_vector)
+    x0 = rng.uniform(-1, 1, len(kinds)).astype(dtype)
+    forcing = rng.uniform(-0.1, 0.1, 30).astype(dtype)
+    want = loop(x0, forcing)
+    f = braze.compile(loop, target="cpu")
+    got = f(x0, forcing)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w, err_msg=f"kinds {kinds} store {store} peek {peek} vector {as_vector}")
+    if store and len(kinds) > 1:  # (several values carried and stored: a stepped loop, at least one)
+        assert f.lower(x0, forcing).counts["rolled loops"] >= 1

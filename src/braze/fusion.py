@@ -334,14 +334,15 @@ class _Group:
         return "full"
 
 
-def fuse(graph: Graph, compact: bool = False, max_reads: int = MAX_KERNEL_READS) -> Program:
+def fuse(graph: Graph, compact: bool = False, max_reads: int = MAX_KERNEL_READS, one_kernel: bool = False) -> Program:
     """Partition ``graph`` into loops, views and externs, in execution order.
 
     With ``compact`` (the target generates count-then-fill kernels), each
     boolean-mask selection (``compress``) leads a kernel over its mask's shape
     holding the elementwise producers of its mask and values; otherwise it is
     an extern. ``max_reads``: the most values a kernel may read (a re-rolled
-    iteration's kernel, whose reads are mostly carried scalars, takes more)."""
+    iteration's kernel, whose reads are mostly carried scalars, takes more);
+    ``one_kernel``: independent kernels over one domain merge too (``_merge_all``)."""
     nodes = graph.nodes
     consumers: dict[int, list[Node]] = defaultdict(list)
     for node in nodes:
@@ -459,6 +460,8 @@ def fuse(graph: Graph, compact: bool = False, max_reads: int = MAX_KERNEL_READS)
     groups = [g for g in groups if g.nodes]
     groups = _merge_siblings(groups, group_of, pos, max_reads)
     groups = _merge_consumers(groups, group_of, pos, max_reads)
+    if one_kernel:
+        groups = _merge_all(groups, group_of, pos, max_reads)
 
     # One step per group, extern and view; then order the steps topologically.
     # Kernels run as wholes, so groups can depend on each other in a cycle even
@@ -633,20 +636,42 @@ def _merge_siblings(groups: list[_Group], group_of: dict, pos: dict, max_reads: 
                 if small and _signature(h) == _signature(g):
                     continue  # (the same kernel twice: compiled once, each call reads the small value again)
                 if _can_merge(h, g, group_of, pos, max_reads):
-                    h.axes = h.axes if h.axes is not None else g.axes
-                    for n in g.nodes:
-                        h.members.add(id(n))
-                        h.nodes.append(n)
-                        group_of[id(n)] = h
-                    h.reads = {i for i in h.reads | g.reads if i not in h.members}
-                    h.lowest = min(h.lowest, g.lowest)
-                    h.highest = max(h.highest, g.highest)
-                    h.ops += g.ops
+                    _join(h, g, group_of)
                     merged_into[id(g)] = h
                     break
             else:
                 heads.append(g)
     return [g for g in groups if id(g) not in merged_into]
+
+
+def _join(h: _Group, g: _Group, group_of: dict) -> None:
+    """Group ``g``'s nodes into ``h``."""
+    h.axes = h.axes if h.axes is not None else g.axes
+    for n in g.nodes:
+        h.members.add(id(n))
+        h.nodes.append(n)
+        group_of[id(n)] = h
+    h.reads = {i for i in h.reads | g.reads if i not in h.members}
+    h.lowest = min(h.lowest, g.lowest)
+    h.highest = max(h.highest, g.highest)
+    h.ops += g.ops
+
+
+def _merge_all(groups: list[_Group], group_of: dict, pos: dict, max_reads: int) -> list[_Group]:
+    """Each group into the first one before it that may take it, whether or not
+    they read a common value (a re-rolled iteration's template: one kernel a
+    step if it can be; quadratic in the groups, which a template has few of)."""
+    heads: list[_Group] = []
+    kept = []
+    for g in groups:
+        for h in heads:
+            if _can_merge(h, g, group_of, pos, max_reads):
+                _join(h, g, group_of)
+                break
+        else:
+            heads.append(g)
+            kept.append(g)
+    return kept
 
 
 def _merge_consumers(groups: list[_Group], group_of: dict, pos: dict, max_reads: int = MAX_KERNEL_READS

@@ -274,7 +274,12 @@ def reroll(graph: Graph, compile_template=None) -> Graph:
             if node is not None:
                 replace[id(chain[end - 1])] = node
                 done.add(k)
-    taken = _stepped_runs(chains, done, index, uses, replace, compile_template)
+    # stepped iterations are cut in DFS order, which follows the trace where an
+    # update chain is reached first: a loop returning its last state and its
+    # path (``return state, path``) would otherwise list every state first
+    first = sorted(graph.outputs, key=lambda o: o.op != "update_slice")
+    steps_index = index if first == list(graph.outputs) else {id(n): k for k, n in enumerate(toposort(first))}
+    taken = _stepped_runs(chains, done, steps_index, uses, replace, compile_template)
     taken = _carried_runs(order, index, uses, replace, compile_template, taken)
     _anchored_runs(graph, index, uses, replace, compile_template, taken)
     if not replace:
@@ -826,16 +831,20 @@ def _anchored_runs(graph: Graph, index: dict, uses: dict, replace: dict, compile
     iteration's value and the next's is an iteration (``_step``), and alike
     ones make a stepped run with no array. Linear: each node is followed at
     most once, and is in one iteration of one walk."""
-    roots, seen, stack = [], set(), list(graph.outputs)
+    # the roots: scalars the results are built of, and what those read directly
+    # (``np.array(state) + seen``: the state's elements under the adds)
+    roots, seen, stack = [], set(), [(o, 1) for o in graph.outputs]
     while stack and len(seen) < 4 * MAX_ANCHORS:
-        n = stack.pop()
-        if id(n) in seen:
+        n, depth = stack.pop()
+        if id(n) in seen or n.op in _SOURCES or isinstance(n.aval, tuple):
             continue
         seen.add(id(n))
         if n.op in ("concatenate", "reshape"):
-            stack.extend(n.inputs)
-        elif not isinstance(n.aval, tuple) and n.aval.ndim == 0 and n.op not in _SOURCES:
+            stack.extend((i, depth) for i in n.inputs)
+        elif n.aval.ndim == 0:
             roots.append(n)
+            if depth:
+                stack.extend((i, depth - 1) for i in n.inputs)
     followed: set[int] = set()
     for root in roots[:MAX_ANCHORS]:
         path = [root]
@@ -872,15 +881,19 @@ def _pieces(steps: list, start: int, end: int, uses: dict):
     be one loop: an iteration whose carried value or array something else
     reads too (``seen = x`` half way) ends a part (its values are the part's
     results); one whose other nodes something else reads, or whose updates
-    but the last, stays out of any."""
+    but the last, stays out of any. Its windows may be read elsewhere too
+    (``f = forcing[i]`` read by two loops' iterations: the same node)."""
     carried = steps[start].carried
     at = start
     for j in range(start, end):
         st = steps[j]
         later = steps[j + 1].carried if j + 1 < end else {}
         last = drop = False
+        windows = {id(w) for w in st.windows}  # (read elsewhere too, as the same slice interned: sliced again)
         for n in st.interior:
             r = st.rank[id(n)]
+            if id(n) in windows or n.op == "reshape" and id(n.inputs[0]) in windows:
+                continue
             if uses[id(n)] != st.inner.get(id(n), 0) + later.get(r, 0):
                 last = True
                 drop |= r not in carried

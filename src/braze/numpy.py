@@ -2126,6 +2126,11 @@ def digitize(x, bins, right=False):
 # number of bins is the data's: it is guarded at each call, with the labels'
 # sign (NumPy raises for a negative one); more bins run as NumPy's call.
 BINCOUNT_UNROLLED = 16
+# Past this many bins the count is a scatter-add (np.add.at: NumPy's order of
+# additions, bit for bit), not a sum per bin: LLVM stopped vectorizing the pass
+# at 7 bins of sums and counts (a group-by mean over 1M rows: 12.8 ms against
+# 1.4 ms for 4 bins; np.add.at takes 2.3 ms).
+BINCOUNT_SUMS = 4
 
 
 def bincount(x, /, weights=None, minlength=0):
@@ -2151,15 +2156,22 @@ def bincount(x, /, weights=None, minlength=0):
         return zeros(bins, dtype=np.intp)
     x = astype(x, np.intp, copy=False)
     w = None if weights is None else astype(weights, np.float64, copy=False)
-    sums = []
-    for k in range(bins):
-        hit = UFUNCS["equal"](x, k)
-        sums.append(sum(hit, dtype=np.intp) if w is None else sum(where(hit, w, 0.0)))
+    if bins > BINCOUNT_SUMS:
+        # (clamped: a label out of range at a later call fails the guard below, traced again, not an index)
+        at = UFUNCS["minimum"](UFUNCS["maximum"](x, 0), bins - 1)
+        added = broadcast_to(np.intp(1), (n,)) if w is None else w
+        result = bind("scatter_add", zeros(bins, dtype=np.intp if w is None else np.float64), added, at, axes=(0,))
+    else:
+        sums = []
+        for k in range(bins):
+            hit = UFUNCS["equal"](x, k)
+            sums.append(sum(hit, dtype=np.intp) if w is None else sum(where(hit, w, 0.0)))
+        result = stack(sums)
     if tracer is not None and n:  # (a guard: the same number of bins, no negative label)
         t = astype(tracer, np.intp, copy=False)
         top = UFUNCS["maximum"](max(t) + 1, int(minlength))
         _guard(tracer, where(min(t) < 0, -1, top), bins, f"np.bincount's number of bins ({bins})")
-    return stack(sums)
+    return result
 
 
 def _guard(tracer, value, expected, what: str) -> None:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import braze
-from braze.numpy import BINCOUNT_UNROLLED, INTERP_UNROLLED, SEARCH_UNROLLED
+from braze.numpy import BINCOUNT_SUMS, BINCOUNT_UNROLLED, INTERP_UNROLLED, SEARCH_UNROLLED
 
 from _compare import assert_same
 
@@ -140,16 +140,17 @@ def test_bincount_guards_its_number_of_bins_and_sign(target):
         f(np.array([1.0]))
 
 
-def test_gradient_of_weighted_bins_matches_finite_differences():
-    labels = np.array([0, 2, 2, 1, 0, 2])
+@pytest.mark.parametrize("bins", [4, BINCOUNT_SUMS + 3])  # (a sum per bin; a scatter-add)
+def test_gradient_of_weighted_bins_matches_finite_differences(bins):
+    labels = np.array([0, 2, 2, 1, 0, 2, bins - 1, bins - 2])
 
     def loss(w):
-        return np.sum(np.bincount(labels, weights=w, minlength=4) ** 2)
+        return np.sum(np.bincount(labels, weights=w, minlength=bins) ** 2 * np.arange(bins))
 
-    w = np.random.default_rng(5).standard_normal(6)
+    w = np.random.default_rng(5).standard_normal(8)
     g = braze.grad(loss)(w)
     eps = 1e-6
-    fd = np.array([(loss(w + eps * e) - loss(w - eps * e)) / (2 * eps) for e in np.eye(6)])
+    fd = np.array([(loss(w + eps * e) - loss(w - eps * e)) / (2 * eps) for e in np.eye(8)])
     np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(braze.compile(braze.grad(loss), target="cpu")(w), fd, rtol=1e-6, atol=1e-8)
 

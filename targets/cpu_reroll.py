@@ -135,12 +135,12 @@ def compile_template(spec: Rolled, leaves, iterations: int) -> object | None:
             "            q = consts[k]",
             *("            " + line for line in step),
         ]
-        return (f"\n\n@njit(parallel={threads}, fastmath={FASTMATH}, {FLAGS})\n"
-                f"def {name}({params}):\n" + "\n".join(body) + "\n")
+        return _function(name, params, body, threads)
 
     # a parallel loop is tiered as a kernel is: its first call runs the serial
     # variant while the parallel one compiles in the background (cpu_cache)
-    source = (ks.source if ks else HEADER) + loop("rolled", parallel) + (loop("rolled_serial", False) if parallel else "")
+    source = (ks.source if ks else HEADER) + loop("rolled", parallel) \
+        + (loop("rolled_serial", False) if parallel else "")
     scalar = [leaf.aval.ndim == 0 for leaf in leaves]
     fn = []
 
@@ -181,12 +181,10 @@ def _carry_runner(ks, call: list, consts: list, shape: tuple, dtype: str, nleave
         turn = ["        c = o0[0]"]
     params = ", ".join(["init"] + [f"l{k}" for k in range(nleaves)] + ["table", "consts"]
                        + [f"c{k}" for k in range(len(consts))])
-    body = head + ["    " + line for line in trig] + [
-        "    for k in range(table.shape[0]):", "        p = table[k]", "        q = consts[k]",
-        *("        " + line for line in call), *turn, "    return c"]
-    source = (ks.source + f"\n\n@njit(parallel=False, fastmath={FASTMATH}, {FLAGS})\n"
-              f"def rolled({params}):\n" + "\n".join(body) + "\n")
-    fn = []
+    body = head + ["    " + line for line in trig] + _ROWS + ["        " + line for line in call] + turn \
+        + ["    return c"]
+    source = ks.source + _function("rolled", params, body)
+    rolled = _loaded(source)
 
     def runner(init, values, rows, crows):
         init = np.asarray(init, dtype)
@@ -195,9 +193,7 @@ def _carry_runner(ks, call: list, consts: list, shape: tuple, dtype: str, nleave
                 *consts)
         if cpu_cache.noted(source, ("rolled",), args):
             return init.copy()  # (a dry run: see cpu_workers)
-        if not fn:
-            fn.append(cpu_cache.load(source, "rolled"))
-        return np.asarray(fn[0](*args), dtype)
+        return np.asarray(rolled(*args), dtype)
 
     runner.source = source
     return runner
@@ -220,24 +216,42 @@ def _stepped_runner(spec: Rolled, ks, step: list, consts: list, outputs: list, n
     params = ", ".join(["dst"] * bool(spec.regions) + [f"i{r}" for r in range(len(dtypes))]
                        + [f"l{k}" for k in range(nleaves)]
                        + ["table", "consts"] + [f"c{k}" for k in range(len(consts))])
-    body = head + ["    " + line for line in trig] + [
-        "    for k in range(table.shape[0]):", "        p = table[k]", "        q = consts[k]",
-        *("        " + line for line in step), *turn, f"    return ({values},)"]
-    source = (ks.source + f"\n\n@njit(parallel=False, fastmath={FASTMATH}, {FLAGS})\n"
-              f"def rolled({params}):\n" + "\n".join(body) + "\n")
-    fn = []
+    body = head + ["    " + line for line in trig] + _ROWS + ["        " + line for line in step] + turn \
+        + [f"    return ({values},)"]
+    source = ks.source + _function("rolled", params, body)
+    rolled = _loaded(source)
 
     def runner(dst, values, leaves, rows, crows):
         args = (*(dst,) * bool(spec.regions), *[np.asarray(v, d)[()] for v, d in zip(values, dtypes)],
                 *[np.asarray(v)[()] if np.ndim(v) == 0 else np.asarray(v) for v in leaves], rows, crows, *consts)
         if cpu_cache.noted(source, ("rolled",), args):
             return tuple(np.asarray(v, d) for v, d in zip(values, dtypes))  # (a dry run: see cpu_workers)
-        if not fn:
-            fn.append(cpu_cache.load(source, "rolled"))
-        return tuple(np.asarray(v, d) for v, d in zip(fn[0](*args), dtypes))
+        return tuple(np.asarray(v, d) for v, d in zip(rolled(*args), dtypes))
 
     runner.source = source
     return runner
+
+
+# An in-order loop's head: one table row of offsets and one of constants an iteration.
+_ROWS = ["    for k in range(table.shape[0]):", "        p = table[k]", "        q = consts[k]"]
+
+
+def _function(name: str, params: str, body: list, parallel: bool = False) -> str:
+    """The source of a numba function of the rolled loop's module."""
+    return f"\n\n@njit(parallel={parallel}, fastmath={FASTMATH}, {FLAGS})\ndef {name}({params}):\n" \
+        + "\n".join(body) + "\n"
+
+
+def _loaded(source: str):
+    """``rolled`` of ``source``'s module, loaded (or compiled) on its first call."""
+    fn = []
+
+    def call(*args):
+        if not fn:
+            fn.append(cpu_cache.load(source, "rolled"))
+        return fn[0](*args)
+
+    return call
 
 
 def _dst(spec: Rolled, j: int) -> str:

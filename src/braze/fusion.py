@@ -661,15 +661,13 @@ def _merge_all(groups: list[_Group], group_of: dict, pos: dict, max_reads: int) 
     """Each group into the first one before it that may take it, whether or not
     they read a common value (a re-rolled iteration's template: one kernel a
     step if it can be; quadratic in the groups, which a template has few of)."""
-    heads: list[_Group] = []
-    kept = []
+    kept: list[_Group] = []
     for g in groups:
-        for h in heads:
+        for h in kept:
             if _can_merge(h, g, group_of, pos, max_reads):
                 _join(h, g, group_of)
                 break
         else:
-            heads.append(g)
             kept.append(g)
     return kept
 

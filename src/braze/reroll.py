@@ -24,6 +24,14 @@ chains next to each other whose k-th updates make one iteration are one
 ``rolled`` node over all the arrays, in order (``Rolled.lockstep``), whose
 result is the tuple of them.
 
+A loop carrying a few scalars at once (an RK4 step on ``theta, omega`` or
+``x, y, z``), each read many times by the next iteration, is *stepped*: an
+iteration is the stretch of the program between one step's stores and the
+next's (``path[i + 1] = state``), or, where nothing is stored, between one
+value of a result's chain and the next (``x = x + dt / 6 * (...)``); alike
+ones are a ``rolled`` node carrying the scalars (``Rolled.carried``), whose
+result is the array and the last values.
+
 A target compiles the template once and runs it in a loop over the table's
 rows (``Rolled.runner``); the iterations are *independent* (parallel) when no
 window reads the array being updated and no two regions overlap, and run in
@@ -141,79 +149,52 @@ class Rolled:
             if self.runner is not None:
                 values = self.runner(dst, values, leaves, table.rows, crows)
             else:
-                values = self._run_stepped(dst, values, leaves, table.rows, crows)
+                values = self._run_numpy(dst, values, leaves, table.rows, crows)
             return values if self.arrayless else (dst, *values)
         if self.runner is not None:
             if self.carry:
                 return self.runner(dst, leaves, table.rows, crows)
             self.runner(dst, leaves, table.rows, crows)
             return dst
-        order = [n for n in self.template.nodes if n.op not in ("input", "const")]
-        first = 1 if self.carry else 0  # (the carried value's input)
-        nwin = len(self.windows)
-        params = self.template.inputs[len(self.template.inputs) - len(self.params):]
-        dsts = tuple(dst) if self.lockstep else (dst,)
-        for row, crow in zip(table.rows, crows):
-            values, col = {}, 0
-            for node, c in zip(params, crow):
-                values[id(node)] = param_value(c, node.aval)
-            if self.carry:
-                values[id(self.template.inputs[0])] = dst
-            for k, (which, extents, steps) in enumerate(self.windows):
-                base = (dst if self.carry else dsts[-1 - which]) if which < 0 else leaves[which]
-                starts = row[col:col + len(extents)]
-                col += len(extents)
-                values[id(self.template.inputs[first + k])] = np.asarray(base)[_window(starts, extents, steps)]
-            for k, leaf in enumerate(leaves):
-                values[id(self.template.inputs[first + nwin + k])] = leaf
+        heads = self._run_numpy(dst, (dst,) if self.carry else (), leaves, table.rows, crows)
+        return heads[0] if self.carry else dst
 
-            def value(n):
-                if n.op == "const":
-                    return n.kw["value"].value
-                return values[id(n)]
-
-            for n in order:
-                values[id(n)] = NUMPY_IMPL[n.op](*[value(i) for i in n.inputs], **n.kw)
-            if self.carry:
-                dst = value(self.template.outputs[0])
-                continue
-            stored = [value(o) for o in self.template.outputs]  # (all computed before any is stored)
-            for d, (extents, steps), v in zip(dsts, (self.region, *self.lockstep), stored):
-                d[_window(row[col:col + len(extents)], extents, steps)] = v
-                col += len(extents)
-        return dst
-
-
-    def _run_stepped(self, dst, values, leaves, rows, crows) -> tuple:
-        """A stepped loop with NumPy, iteration by iteration (see ``carried``): the last values."""
-        k, nwin = len(self.carried), len(self.windows)
+    def _run_numpy(self, dst, heads: tuple, leaves, rows, crows) -> tuple:
+        """The template with NumPy, iteration by iteration. ``dst``: the array
+        updated (a tuple of them in lockstep, None for an arrayless loop);
+        ``heads``: the values of the template's first inputs (a carried value,
+        a stepped loop's values), which each iteration's outputs after its
+        stores replace. Returns the last heads."""
         inputs = self.template.inputs
-        params = inputs[len(inputs) - len(self.params):]
         order = [n for n in self.template.nodes if n.op not in ("input", "const")]
+        first, nwin = len(heads), len(self.windows)
+        params = inputs[len(inputs) - len(self.params):]
+        dsts = tuple(dst) if self.lockstep else (dst,)
+        if self.carried:
+            regions, targets = self.regions, (dst,) * len(self.regions)
+        else:
+            regions, targets = ((), ()) if self.carry else ((self.region, *self.lockstep), dsts)
         for row, crow in zip(rows, crows):
             env, col = {}, 0
-            for node, c in zip(params, crow):
-                env[id(node)] = param_value(c, node.aval)
-            for r, v in enumerate(values):
-                env[id(inputs[r])] = v
-            for w, (which, extents, steps) in enumerate(self.windows):
-                env[id(inputs[k + w])] = np.asarray(leaves[which])[_window(row[col:col + len(extents)], extents,
-                                                                           steps)]
+            env.update((id(node), param_value(c, node.aval)) for node, c in zip(params, crow))
+            env.update((id(node), v) for node, v in zip(inputs, heads))
+            for k, (which, extents, steps) in enumerate(self.windows):
+                base = leaves[which] if which >= 0 else heads[0] if self.carry else dsts[-1 - which]
+                env[id(inputs[first + k])] = np.asarray(base)[_window(row[col:col + len(extents)], extents, steps)]
                 col += len(extents)
-            for j, leaf in enumerate(leaves):
-                env[id(inputs[k + nwin + j])] = leaf
+            env.update((id(inputs[first + nwin + k]), leaf) for k, leaf in enumerate(leaves))
 
             def value(n):
                 return n.kw["value"].value if n.op == "const" else env[id(n)]
 
             for n in order:
                 env[id(n)] = NUMPY_IMPL[n.op](*[value(i) for i in n.inputs], **n.kw)
-            outs = [value(o) for o in self.template.outputs]
-            for (extents, steps), v in zip(self.regions, outs):
-                dst[_window(row[col:col + len(extents)], extents, steps)] = v
+            outs = [value(o) for o in self.template.outputs]  # (all computed before any is stored)
+            for d, (extents, steps), v in zip(targets, regions, outs):
+                d[_window(row[col:col + len(extents)], extents, steps)] = v
                 col += len(extents)
-            values = tuple(outs[len(self.regions):])
-        return values
+            heads = tuple(outs[len(regions):])
+        return heads
 
 
 def param_value(c: float, aval):
@@ -779,7 +760,8 @@ def _stepped_runs(chains: list, done: set, index: dict, uses: dict, replace: dic
             if count < MIN_RUN + 2:
                 break
             m = count // 2  # (a probe: two iterations in the middle alike, carrying values)
-            cut = lambda j, b: _chain_step(chain, phase + j * per, phase + (j + 1) * per, index, arrays, b)  # noqa: E731
+            def cut(j, b, phase=phase, per=per):
+                return _chain_step(chain, phase + j * per, phase + (j + 1) * per, index, arrays, b)
             a = cut(m, cut(m - 1, None))
             b = cut(m + 1, a) if a is not None else None
             if b is None or a.signature != b.signature or not b.carried:

@@ -57,12 +57,18 @@ class CPUTarget(Target):
         steps = unfused(graph)  # (composites inlined: kernels chosen inside their bodies show)
         if any(step.node.op == "kernel" for step in steps.steps):
             return _lower_now(graph, donated, mutable)  # a kernel registered for cpu runs once a call, compiled
+        key = None
         if len(steps.steps) >= cpu_workers.PRESTART_STEPS:
-            cpu_workers.prestart()
+            # (not for a program built before: its kernels load from the disk
+            # cache, and workers warming up would take cores from its calls)
+            key = cpu_cache.program_key(steps.steps)
+            if not cpu_cache.program_built(key):
+                cpu_workers.prestart()
         first = _lower_numpy(steps, donated, mutable)  # NumPy, op by op, updates in place
         # (a dry run never runs a host call: it would hand the user's code garbage)
         dry = not any(step.node.op == "host_call" for step in steps.steps)
-        return cpu_tiered.Tiered(first, lambda: _lower_now(graph, donated, mutable), donated | mutable, dry)
+        return cpu_tiered.Tiered(first, lambda: _lower_now(graph, donated, mutable), donated | mutable, dry,
+                                 on_built=key and (lambda: cpu_cache.mark_program_built(key)))
 
 
 def _lower_now(graph: Graph, donated=frozenset(), mutable=frozenset()) -> Executable:

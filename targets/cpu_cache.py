@@ -280,6 +280,36 @@ def _marker(source: str) -> str:
     return os.path.join(cache_dir(), f"braze_k_{key_of(source)}.parallel")
 
 
+def program_key(steps) -> str:
+    """A fingerprint of a program's op-by-op steps (ops, shapes, dtypes; not
+    parameters): what ``program_built`` and ``mark_program_built`` are keyed by.
+    Two programs sharing one only share a guess about the disk cache."""
+    digest = hashlib.sha256("\n".join([__version__, numba.__version__, _CPU]).encode())
+    for step in steps:
+        node = step.node
+        digest.update(f"{node.op}{node.aval.shape}{node.aval.dtype};".encode())
+    return digest.hexdigest()[:32]
+
+
+def _program_marker(key: str) -> str:
+    return os.path.join(cache_dir(), f"braze_p_{key}.built")
+
+
+def program_built(key: str) -> bool:
+    """Whether a process has built the program ``key`` names before (its
+    kernels are then likely all in numba's disk cache)."""
+    return os.path.exists(_program_marker(key))
+
+
+def mark_program_built(key: str) -> None:
+    try:
+        os.makedirs(cache_dir(), exist_ok=True)
+        with open(_program_marker(key), "w") as f:
+            f.write("built\n")
+    except OSError:  # (only a guess for the next process)
+        pass
+
+
 # A dry run (``dry_run``) notes each kernel a program's run would call, with
 # its argument types, instead of calling it: what to compile before the run.
 _dry = threading.local()

@@ -75,13 +75,14 @@ class Tiered:
     """An ``Executable`` running NumPy until the one ``build()`` returns has run once."""
 
     def __init__(self, generic: Executable, build: Callable[[], Executable], written: frozenset = frozenset(),
-                 dry_run: bool = True):
+                 dry_run: bool = True, on_built: Callable[[], None] | None = None):
         self.run = self._run
         self.times: dict = {}
         self._generic = generic.run
         self._build, self._written = build, written  # (inputs the program may write: copied for the warm-up)
         self._built: Executable | None = None
         self._dry_run = dry_run     # (whether a dry run may find the kernels to compile on every core)
+        self._on_built = on_built   # (called once the warm-up run has compiled every kernel)
         self._fast = None           # the compiled run, once it is ready
         self._lock = threading.Lock()
         self._started = False
@@ -127,6 +128,9 @@ class Tiered:
             built.run(copies())
         except Exception:  # noqa: BLE001  (see the module docstring)
             pass
+        else:
+            if self._on_built is not None:
+                self._on_built()
         self._fast = built.run
 
     # what ``lower()`` and ``explain`` read: the compiled program's

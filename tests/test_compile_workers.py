@@ -147,3 +147,53 @@ def test_a_worker_that_takes_too_long_is_stopped(monkeypatch, tmp_path):
         assert not worker.alive()
     finally:
         cpu_workers.shutdown()
+
+
+def long_program(x):
+    """More steps than cpu_workers.PRESTART_STEPS: its lowering starts the workers."""
+    for k in range(cpu_workers.PRESTART_STEPS):
+        x = np.sort(x * 1.5 + k)  # (a sort per step: one extern each, nothing fuses them away)
+    return x
+
+
+def test_workers_start_early_only_for_a_program_not_built_before(monkeypatch, tmp_path):
+    """Workers warming up take cores from a program that already runs compiled:
+    a program some process built before (its kernels in the disk cache) does
+    not start them while it lowers."""
+    monkeypatch.setenv("BRAZE_TIERED", "1")
+    monkeypatch.setenv("BRAZE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("BRAZE_COMPILE_WORKERS", "1")
+    started = []
+    monkeypatch.setattr(cpu_workers, "prestart", lambda: started.append(1))
+    x = np.linspace(0.0, 1.0, 33)
+    cpu_cache.wait_background()
+    f = braze.compile(long_program, target="cpu")
+    f(x)
+    assert started == [1]
+    cpu_cache.wait_background()
+    np.testing.assert_array_equal(f(x), long_program(x))
+    assert any(name.startswith("braze_p_") for name in __import__("os").listdir(tmp_path))
+    started.clear()
+    g = braze.compile(long_program, target="cpu")  # (a new function object: lowered again, as in a new process)
+    g(x)
+    cpu_cache.wait_background()
+    assert started == []
+    np.testing.assert_array_equal(g(x), long_program(x))
+    other = np.linspace(0.0, 1.0, 34)  # (another shape: another program, not built before)
+    g(other)
+    cpu_cache.wait_background()
+    assert started == [1]
+
+
+def test_workers_run_at_the_lowest_priority(monkeypatch):
+    import os
+    import time
+
+    (worker,) = cpu_workers._workers(1)
+    try:
+        deadline = time.monotonic() + 60
+        while os.getpriority(os.PRIO_PROCESS, worker.proc.pid) < cpu_workers.WORKER_NICE:
+            assert time.monotonic() < deadline and worker.alive()
+            time.sleep(0.05)
+    finally:
+        cpu_workers.shutdown()

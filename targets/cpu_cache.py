@@ -287,7 +287,8 @@ def program_key(steps) -> str:
     digest = hashlib.sha256("\n".join([__version__, numba.__version__, _CPU]).encode())
     for step in steps:
         node = step.node
-        digest.update(f"{node.op}{node.aval.shape}{node.aval.dtype};".encode())
+        avals = node.aval if isinstance(node.aval, tuple) else (node.aval,)  # (a multi-output op's: a tuple)
+        digest.update(f"{node.op}{[(a.shape, a.dtype) for a in avals]};".encode())
     return digest.hexdigest()[:32]
 
 

@@ -102,6 +102,14 @@ COLUMN_ROW = 16
 # Only flat loops: interleaved rows loops would leave rows shorter than four
 # vectors scalar (and a 3-D polynomial's rows gained 0-20% for 3x the compile).
 INTERLEAVE = 4
+# A rows loop (a bias broadcast along rows: GPT-2's GELU over (128, 1024)) is
+# interleaved ROW_INTERLEAVE vectors when its rows hold at least
+# ROW_INTERLEAVE_MIN elements (its inner loop then runs long enough):
+# 0.81 -> 0.52 ms one thread, 0.52 -> 0.40 ms two (4 gave 0.58 / 0.42).
+ROW_INTERLEAVE = 2
+ROW_INTERLEAVE_MIN = 256
+# tanh, sigmoid, erf and log divide inside: each counts as a division too.
+DIVIDING_MATH = frozenset({"tanh", "sigmoid", "erf", "log", "log1p"})
 # Rows at least this long are cut where their rolled reads wrap (``_wrap_segments``):
 # a short row's segments cost more than its branches (a cross product of (n, 3)
 # rows by rolls: 7-14 ms branching, 26-29 ms in segments, 1e6 rows).
@@ -583,6 +591,7 @@ class LoopCodegen:
             self.nin = self.r if self.r else (1 if self.R >= 1 else 0)
             self.rng = "prange" if parallel else "range"
             body = Writer()
+            rows = False  # (whether the body is a loop over rows: ``_rows_loop``)
             flat = (not loop.compact and self.R == 1 and self.od == 0 and not self.npasses and not self.has_trig
                     and not self.row_outputs)
             if loop.compact:
@@ -601,9 +610,16 @@ class LoopCodegen:
                     body = trial
                 else:
                     self._rows_loop(body, self.rng)
+                    rows = True
             else:
                 self._rows_loop(body, self.rng)
-            interleave = INTERLEAVE if flat and self._latency_bound() else 0
+                rows = True
+            interleave = 0
+            if self._latency_bound():
+                if flat:
+                    interleave = INTERLEAVE
+                elif rows and not self.has_trig and self._row_length() >= ROW_INTERLEAVE_MIN:
+                    interleave = ROW_INTERLEAVE
             functions.append(self._function(self.name + suffix, parallel, body, interleave))
             if scalar:
                 bodies[exact] = (body, self.consts, self.const_names)
@@ -621,8 +637,12 @@ class LoopCodegen:
         """Whether the loop's body is a chain of vector-math polynomials and
         divisions long enough for interleaving to pay (INTERLEAVE)."""
         calls = sum(m.op in VECTOR_MATH for m in self.loop.members)
-        slow = sum(m.op in SLOW_ARITH for m in self.loop.members)
+        slow = sum(m.op in SLOW_ARITH or m.op in DIVIDING_MATH for m in self.loop.members)
         return calls >= 2 or (calls == 1 and slow >= 2)
+
+    def _row_length(self) -> int:
+        """Elements in one row of a rows loop (the inner axes' extent)."""
+        return int(np.prod([int(d) for d in self.loop.domain[self.od:]]))
 
     def _function(self, name: str, parallel: bool, body: "Writer", interleave: int = 0) -> str:
         loop = self.loop

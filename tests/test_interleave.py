@@ -49,6 +49,39 @@ def test_heavy_flat_loops_interleave_and_light_ones_do_not():
     assert "rt.interleaved(" not in sources(lambda a: np.exp(a[1:, 1:]) / np.log(a[:-1, :-1] + 2.0) / a[1:, :-1], A)
 
 
+def gelu(x, b):
+    """GPT-2's GELU of a row-broadcast bias: a rows loop, one tanh (which divides)."""
+    h = x + b
+    return 0.5 * h * (1 + np.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * h ** 3)))
+
+
+def test_rows_loops_interleave_when_their_rows_are_long():
+    g = np.random.default_rng(5)
+    assert "rt.interleaved(2," in sources(gelu, g.standard_normal((8, 512)), g.standard_normal(512))
+    # short rows would leave most of each row to the scalar remainder
+    assert "rt.interleaved(" not in sources(gelu, g.standard_normal((512, 8)), g.standard_normal(8))
+
+
+@pytest.mark.parametrize("cols", [256, 257, 1031])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_interleaved_rows_are_bitwise_the_plain_kernels(monkeypatch, cols, dtype):
+    g = np.random.default_rng(cols)
+    x = (g.standard_normal((9, cols)) * 4).astype(dtype)
+    x[0, :5] = [np.nan, np.inf, -np.inf, 0.0, -0.0]
+    x[1, :3] = [1e-30, -1e30, 40.0]
+    b = g.standard_normal(cols).astype(dtype)
+    fast = braze.compile(gelu, target="cpu")
+    assert "rt.interleaved(2," in braze.explain(fast, x, b)
+    monkeypatch.setattr(cpu_codegen, "ROW_INTERLEAVE", 0)
+    plain_fn = braze.compile(gelu, target="cpu")
+    assert "rt.interleaved(" not in braze.explain(plain_fn, x, b)
+    with np.errstate(all="ignore"):
+        got, plain, want = fast(x, b), plain_fn(x, b), gelu(x, b)
+    assert got.dtype == plain.dtype == want.dtype
+    np.testing.assert_array_equal(got, plain)
+    assert_same(got, want, atol=16 * np.finfo(dtype).eps * float(np.nanmax(np.abs(np.where(np.isinf(want), 0, want)))))
+
+
 @pytest.mark.parametrize("n", [0, 1, 7, 31, 32, 33, 1000, 4099])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_interleaved_results_are_bitwise_the_plain_kernels(monkeypatch, n, dtype):

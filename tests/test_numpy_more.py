@@ -88,6 +88,15 @@ CASES = {
     "gradient_axes_reversed": (lambda x: np.gradient(x, 1.0, 3.0, axis=(1, 0)), [X]),
     "gradient_axes_negative": (lambda x: np.gradient(x, axis=(-1, 0)), [X3]),
     "gradient_f32_f64_spacing": (lambda x: np.gradient(x, np.float64(0.5)), [X.astype(np.float32)]),
+    # coordinates: NumPy's formula for uneven spacing, or its scalar one where the differences are all equal
+    "gradient_coordinates": (lambda y, x: np.gradient(y, x), [V, np.cumsum(np.abs(V) + 0.1)]),
+    "gradient_coordinates_even": (lambda y, x: np.gradient(y, x, edge_order=2), [V, np.arange(len(V)) * 0.25]),
+    "gradient_coordinates_axis": (lambda y, x: np.gradient(y, 2.0, x, edge_order=2),
+                                  [X, np.cumsum(np.abs(X[0]) + 0.1)]),
+    "gradient_int_coordinates": (lambda y, x: np.gradient(y, x), [V[:5], np.array([0, 1, 3, 4, 7])]),
+    "trapezoid": (lambda y, x: np.trapezoid(y, x), [V, np.cumsum(np.abs(V))]),
+    "trapezoid_dx_axis0": (lambda y: np.trapezoid(y, dx=0.3, axis=0), [X]),
+    "trapezoid_2d_x": (lambda y, x: np.trapezoid(y, x, axis=1), [X, np.cumsum(np.abs(X), axis=1)]),
     # NumPy 2's sinc: a zero is the dtype's eps (1e-20 underflowed to 0 in float16: NaN at 0)
     "sinc_f16_zeros": (np.sinc, [np.array([0.0, -0.0, 0.5, 3.0], np.float16)]),
     "nan_to_num_0d_scalar": (np.nan_to_num, [np.array(np.nan)]),
@@ -408,3 +417,30 @@ def test_a_numpy_integer_argument_is_a_shape_as_in_numpy(n):
         f = braze.compile(fn, target="cpu")
         for _ in range(2):
             _same(f(np.ones(3), n), fn(np.ones(3), n))
+
+
+@pytest.mark.parametrize("edge_order", [1, 2])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_gradient_of_traced_coordinates_is_numpys_bit_for_bit(edge_order, dtype):
+    """Which formula NumPy uses depends on the coordinates' values (all
+    differences equal: its scalar formula); traced coordinates choose it per call."""
+    f = braze.compile(lambda y, x: np.gradient(y, x, edge_order=edge_order), target="cpu")
+    y = RNG.standard_normal(11).astype(dtype)
+    for x in (np.arange(11) * 0.1, np.sort(RNG.random(11)) * 3, np.arange(11.0)):
+        got, want = f(y, x), np.gradient(y, x, edge_order=edge_order)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
+def test_gradient_and_trapezoid_have_gradients():
+    from _compare import central_differences
+
+    x = np.sort(RNG.random(9)) * 3
+    w = RNG.standard_normal(9)
+
+    def loss(y):
+        return (np.gradient(y, x, edge_order=2) * w).sum() + np.trapezoid(y * y, x)
+
+    y = RNG.standard_normal(9)
+    np.testing.assert_allclose(braze.compile(braze.grad(loss), target="cpu")(y), central_differences(loss, y),
+                               rtol=1e-6, atol=1e-8)

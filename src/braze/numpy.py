@@ -1914,13 +1914,13 @@ def gradient(f, *varargs, axis=None, edge_order=1):
     if isinstance(axis, tuple):  # (in the order given: one result and one spacing per axis, as NumPy pairs them)
         axes = tuple(normalize_axis("gradient", a, n, shape) for a in axis)
     if len(varargs) == 0:
-        dx = [1.0] * len(axes)
+        dx = [(1.0, None, True)] * len(axes)
     elif len(varargs) == 1 and np.ndim(varargs[0]) == 0:
-        dx = [varargs[0]] * len(axes)
-    elif len(varargs) == len(axes) and builtins.all(np.ndim(v) == 0 for v in varargs):
-        dx = list(varargs)
+        dx = [(varargs[0], None, True)] * len(axes)
+    elif len(varargs) == len(axes):
+        dx = [_gradient_spacing(v, shape[ax]) for ax, v in zip(axes, varargs)]
     else:
-        raise UnsupportedOpError(f"numpy.gradient: coordinate arrays are not traced{_where()}; scalar spacings are")
+        raise ShapeError(f"gradient: invalid number of arguments{_where()}")
     if edge_order not in (1, 2):
         raise ShapeError(f"gradient: 'edge_order' greater than 2 not supported{_where()}")
     otype = _dtype(f)
@@ -1928,24 +1928,98 @@ def gradient(f, *varargs, axis=None, edge_order=1):
         f = f.astype(np.float64)
         otype = np.dtype(np.float64)
     outs = []
-    for ax, h in zip(axes, dx):
+    for ax, (h, diffs, uniform) in zip(axes, dx):
         if shape[ax] < edge_order + 1:
             raise ShapeError(f"gradient: shape of the array along axis {ax} too small to calculate a numerical "
                              f"gradient, at least (edge_order + 1) elements are required{_where()}")
         head = (slice(None),) * ax
         s = lambda a, b: _index(f, head + (slice(a, b),))  # noqa: E731
-        interior = (s(2, None) - s(None, -2)) / (2.0 * h)
-        if edge_order == 1:
-            first = (s(1, 2) - s(0, 1)) / h
-            last = (s(-1, None) - s(-2, -1)) / h
+        along = (1,) * ax + (-1,) + (1,) * (len(shape) - ax - 1)  # (coefficients broadcast along the axis)
+
+        def pick(even, uneven):
+            """NumPy's formula for evenly spaced coordinates (its spacing a scalar) or
+            for uneven ones; where traced coordinates decide it, both, selected."""
+            if diffs is None:
+                return even()
+            if isinstance(uniform, (bool, np.bool_)):  # (coordinates known when tracing)
+                return even() if uniform else uneven()
+            return np.where(uniform, even(), uneven())
+
+        def interior_uneven():
+            dx1, dx2 = reshape(diffs[:-1], along), reshape(diffs[1:], along)
+            a = -(dx2) / (dx1 * (dx1 + dx2))
+            b = (dx2 - dx1) / (dx1 * dx2)
+            c = dx1 / (dx2 * (dx1 + dx2))
+            return a * s(None, -2) + b * s(1, -1) + c * s(2, None)
+
+        interior = pick(lambda: (s(2, None) - s(None, -2)) / (2.0 * h), interior_uneven)
+        if edge_order == 1:  # (the first and last spacing: h itself where the spacing is even)
+            first = (s(1, 2) - s(0, 1)) / (h if diffs is None else diffs[0])
+            last = (s(-1, None) - s(-2, -1)) / (h if diffs is None else diffs[-1])
         else:
-            a, b, c = -1.5 / h, 2.0 / h, -0.5 / h
-            first = a * s(0, 1) + b * s(1, 2) + c * s(2, 3)
-            a, b, c = 0.5 / h, -2.0 / h, 1.5 / h
-            last = a * s(-3, -2) + b * s(-2, -1) + c * s(-1, None)
+            def first_uneven():
+                dx1, dx2 = diffs[0], diffs[1]
+                a = -(2.0 * dx1 + dx2) / (dx1 * (dx1 + dx2))
+                b = (dx1 + dx2) / (dx1 * dx2)
+                c = - dx1 / (dx2 * (dx1 + dx2))
+                return a * s(0, 1) + b * s(1, 2) + c * s(2, 3)
+
+            def last_uneven():
+                dx1, dx2 = diffs[-2], diffs[-1]
+                a = (dx2) / (dx1 * (dx1 + dx2))
+                b = - (dx2 + dx1) / (dx1 * dx2)
+                c = (2.0 * dx2 + dx1) / (dx2 * (dx1 + dx2))
+                return a * s(-3, -2) + b * s(-2, -1) + c * s(-1, None)
+
+            first = pick(lambda: (-1.5 / h) * s(0, 1) + (2.0 / h) * s(1, 2) + (-0.5 / h) * s(2, 3), first_uneven)
+            last = pick(lambda: (0.5 / h) * s(-3, -2) + (-2.0 / h) * s(-2, -1) + (1.5 / h) * s(-1, None),
+                        last_uneven)
         # (NumPy stores each piece into an array of the input's float dtype)
-        outs.append(np.concatenate([first, interior, last], axis=ax).astype(otype, copy=False))
+        outs.append(np.concatenate([first.astype(otype, copy=False), interior.astype(otype, copy=False),
+                                    last.astype(otype, copy=False)], axis=ax))
     return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def _gradient_spacing(distances, n: int):
+    """(spacing, coordinate differences or None, whether they are even) of one
+    axis's ``np.gradient`` spacing argument: a scalar, or 1-d coordinates.
+    NumPy treats coordinates whose differences are all equal as that scalar
+    spacing (another formula, so other roundings): with traced coordinates the
+    test is traced too."""
+    if np.ndim(distances) == 0:
+        return distances, None, True
+    if np.ndim(distances) != 1:
+        raise ShapeError(f"gradient: distances must be either scalars or 1d{_where()}")
+    if _shape(distances)[0] != n:
+        raise ShapeError(f"gradient: when 1d, distances must match the length of the corresponding "
+                         f"dimension ({_shape(distances)[0]} against {n}){_where()}")
+    if _dtype(distances).kind in "iu":  # (NumPy's: no modular arithmetic in the differences)
+        distances = distances.astype(np.float64)
+    diffs = diff(distances)
+    if _shape(diffs)[0] == 0:
+        raise ShapeError(f"gradient: at least 2 coordinates are needed along an axis{_where()}")
+    h = diffs[0]
+    return h, diffs, (diffs == h).all()
+
+
+def trapezoid(y, x=None, dx=1.0, axis=-1):
+    """``np.trapezoid`` (``np.trapz``), as NumPy computes it."""
+    nd = _ndim(y)
+    if x is None:
+        d = dx
+    elif _ndim(x) == 1:
+        d = diff(x)
+        shape = [1] * nd
+        shape[axis] = _shape(d)[0]
+        d = reshape(d, tuple(shape))
+    else:
+        d = diff(x, axis=axis)
+    slice1, slice2 = [slice(None)] * nd, [slice(None)] * nd
+    slice1[axis], slice2[axis] = slice(1, None), slice(None, -1)
+    return (d * (_index(y, tuple(slice1)) + _index(y, tuple(slice2))) / 2.0).sum(axis)
+
+
+trapz = trapezoid
 
 
 def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None, *, dtype=None):

@@ -190,6 +190,8 @@ DTYPE_REDUCTIONS = {
     "add_reduce": lambda a, dt: np.add.reduce(a, dtype=dt),
     "multiply_reduce": lambda a, dt: np.multiply.reduce(a, axis=1, dtype=dt),
     "add_accumulate": lambda a, dt: np.add.accumulate(a, dtype=dt),
+    "maximum_accumulate": lambda a, dt: np.maximum.accumulate(a, axis=1, dtype=dt),
+    "minimum_accumulate": lambda a, dt: np.minimum.accumulate(a, dtype=dt),
 }
 DTYPE_INPUTS = {
     "int32": lambda: np.arange(1, 7, dtype=np.int32).reshape(2, 3) * 3,

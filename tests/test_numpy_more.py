@@ -88,6 +88,10 @@ CASES = {
     "gradient_axes_reversed": (lambda x: np.gradient(x, 1.0, 3.0, axis=(1, 0)), [X]),
     "gradient_axes_negative": (lambda x: np.gradient(x, axis=(-1, 0)), [X3]),
     "gradient_f32_f64_spacing": (lambda x: np.gradient(x, np.float64(0.5)), [X.astype(np.float32)]),
+    "maximum_accumulate": (lambda x: np.maximum.accumulate(x, axis=1), [X]),
+    "minimum_accumulate_nan": (np.minimum.accumulate, [np.array([3.0, 1.0, np.nan, 0.0, -np.inf])]),
+    "maximum_accumulate_int_out": (lambda x: np.maximum.accumulate(x, axis=0, out=np.empty_like(x)), [XI]),
+    "drawdown": (lambda p: (np.maximum.accumulate(p) - p) / np.maximum.accumulate(p), [np.cumsum(np.abs(V))]),
     # coordinates: NumPy's formula for uneven spacing, or its scalar one where the differences are all equal
     "gradient_coordinates": (lambda y, x: np.gradient(y, x), [V, np.cumsum(np.abs(V) + 0.1)]),
     "gradient_coordinates_even": (lambda y, x: np.gradient(y, x, edge_order=2), [V, np.arange(len(V)) * 0.25]),
@@ -444,3 +448,20 @@ def test_gradient_and_trapezoid_have_gradients():
     y = RNG.standard_normal(9)
     np.testing.assert_allclose(braze.compile(braze.grad(loss), target="cpu")(y), central_differences(loss, y),
                                rtol=1e-6, atol=1e-8)
+
+
+def test_running_extremum_gradient_goes_to_the_last_element_equal_to_it():
+    """PyTorch's rule for cummax: ``out[j]`` is the last ``x[k]``, ``k <= j``, equal to it."""
+    from _compare import central_differences
+
+    x = np.array([1.0, 3.0, 2.0, 3.0, 0.0, 4.0])
+    g = braze.compile(braze.grad(lambda x: (np.maximum.accumulate(x) * np.arange(1.0, 7.0)).sum()), target="cpu")
+    np.testing.assert_array_equal(g(x), [1.0, 2.0 + 3.0, 0.0, 4.0 + 5.0, 0.0, 6.0])
+    x, w = RNG.standard_normal((4, 9)), RNG.standard_normal((4, 9))
+    for axis in (0, 1):
+        for f in (np.maximum.accumulate, np.minimum.accumulate):
+            def loss(x):
+                return (f(x, axis=axis) * w).sum()
+
+            np.testing.assert_allclose(braze.compile(braze.grad(loss), target="cpu")(x), central_differences(loss, x),
+                                       rtol=1e-6, atol=1e-8)

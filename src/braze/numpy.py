@@ -498,6 +498,24 @@ cumsum = _scan("cumsum", "cumsum")
 cumprod = _scan("cumprod", "cumprod")
 
 
+def _extremum_scan(prim: str, func: str):
+    def fn(a, axis=0, dtype=None, out=None):
+        if _ndim(a) == 0:
+            raise ShapeError(f"{func}: cannot accumulate on a scalar{_where()}")
+        axis = normalize_axis(func, axis, _ndim(a), _shape(a))
+        if dtype is not None and np.dtype(dtype) != _dtype(a):
+            a = astype(a, dtype)
+        return _into_out(func, bind(prim, a, axis=axis), out)
+
+    fn.__name__ = fn.__qualname__ = "_" + prim
+    fn.__doc__ = f"``numpy.{func}``: the running extremum along ``axis`` (NaN carried on, as NumPy's)."
+    return fn
+
+
+_cummax = _extremum_scan("cummax", "maximum.accumulate")
+_cummin = _extremum_scan("cummin", "minimum.accumulate")
+
+
 def _cumulative(func: str, scan):
     def fn(x, /, *, axis=None, dtype=None, out=None, include_initial=False):
         if axis is None:

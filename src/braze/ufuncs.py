@@ -28,7 +28,7 @@ from .errors import DTypeError, UnsupportedOpError, where as _where
 
 _REDUCE = {"add": bnp.sum, "multiply": bnp.prod, "maximum": bnp.max, "minimum": bnp.min,
            "logical_and": bnp.all, "logical_or": bnp.any}
-_ACCUMULATE = {"add": "cumsum", "multiply": "cumprod"}
+_ACCUMULATE = {"add": "cumsum", "multiply": "cumprod", "maximum": "_cummax", "minimum": "_cummin"}
 
 
 def _is_braze(x) -> bool:

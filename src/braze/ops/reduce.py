@@ -18,7 +18,7 @@ from ..aval import Aval
 from ..core import NONDIFFERENTIABLE, bind, declare
 from ..errors import ShapeError, where
 from ._util import dtype_error
-from .elementwise import convert, equal, logical_and, where as select
+from .elementwise import convert, equal, logical_and, logical_or, not_equal, where as select
 from .shape import broadcast_to, dtype_of, reshape, shape_of, slice_
 
 _NO_IDENTITY = {"reduce_max", "reduce_min"}
@@ -181,6 +181,24 @@ def _cumprod_vjp(ct, x, *, out, axis):
     return (select(before, _reverse_cumsum(ct * out, axis) / safe, select(first, at_first, 0)),)
 
 
+def _cumulative_extremum_vjp(ct, x, *, out, axis):
+    """cummax / cummin (``np.maximum.accumulate``): ``out[j]`` is ``x[k]`` for
+    the last ``k <= j`` where ``x[k]`` equals it (after a NaN, the last NaN), and
+    ``x[k]`` takes all of ``ct[j]``: PyTorch's rule for ``cummax``. (JAX's
+    associative scan splits a tie by the shape of its tree.)"""
+    from .index import _take_along_axis_vjp  # (index imports this module's neighbours)
+
+    shape = shape_of(x)
+    iota = np.arange(shape[axis], dtype=np.intp).reshape(tuple(n if i == axis else 1 for i, n in enumerate(shape)))
+    hit = logical_or(equal(x, out), not_equal(x, x))
+    at = bind("cummax", select(hit, broadcast_to(iota, shape), -1), axis=axis)
+    return (_take_along_axis_vjp(ct, x, at, out=out, axis=axis)[0],)
+
+
+declare("cummax", "scan", abstract=_scan_abstract, vjp=_cumulative_extremum_vjp,
+        impl=lambda x, *, axis: np.maximum.accumulate(x, axis=axis))
+declare("cummin", "scan", abstract=_scan_abstract, vjp=_cumulative_extremum_vjp,
+        impl=lambda x, *, axis: np.minimum.accumulate(x, axis=axis))
 declare("cumsum", "scan", abstract=_scan_abstract, vjp=_cumsum_vjp,
         impl=lambda x, *, axis: np.cumsum(x, axis=axis, dtype=np.asarray(x).dtype))
 declare("cumprod", "scan", abstract=_scan_abstract, vjp=_cumprod_vjp,

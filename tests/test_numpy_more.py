@@ -260,8 +260,10 @@ def test_flip_is_a_view_that_writes_through():
     np.testing.assert_array_equal(a, b)
 
 
-DIFFERENTIABLE = ["insert_axis1", "convolve_full", "convolve_same_swapped", "sort", "partition", "partition_kths_axis0", "flip_axis", "rot90", "roll_tuple", "diff_n2_axis0", "trace", "diag_k", "diag_of_matrix",
-                  "repeat_counts", "tile_2d", "pad_reflect", "pad_constant", "select", "cross", "kron",
+DIFFERENTIABLE = ["insert_axis1", "convolve_full", "convolve_same_swapped", "sort", "partition", "partition_kths_axis0",
+                  "flip_axis", "rot90", "roll_tuple", "diff_n2_axis0", "trace", "diag_k", "diag_of_matrix",
+                  "maximum_accumulate", "drawdown", "gradient_coordinates", "trapezoid",
+                  "trapezoid_2d_x", "repeat_counts", "tile_2d", "pad_reflect", "pad_constant", "select", "cross", "kron",
                   "column_stack", "rollaxis", "sinc", "gradient_edge_order2", "cov", "corrcoef",
                   "linspace_arrays"]
 

@@ -92,8 +92,8 @@ DIFFERENTIABLE.update(adam_quadratic=True, cosine_similarity=True, pairwise_dist
                       minmod_advection=True)
 # (field.py; softmax_temperature's logits in the millions are past what a finite difference resolves)
 DIFFERENTIABLE.update({name: False for name in (
-    "clip_inplace_out", "einsum_attention_heads", "float32_scalars", "gradient_diff", "mask_assign", "median_filter_rows",
-    "periodic_particles", "rolling_mean_cumsum", "sor_sweeps")}, softmax_temperature=True)
+    "clip_inplace_out", "einsum_attention_heads", "float32_scalars", "gradient_diff", "mask_assign",
+    "median_filter_rows", "periodic_particles", "rolling_mean_cumsum", "sor_sweeps")}, softmax_temperature=True)
 
 
 # Fewer time steps for the gradient of the integrators (their corpus runs are

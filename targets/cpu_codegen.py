@@ -725,6 +725,9 @@ class LoopCodegen:
         w("j0 = jb + r")
         self._pass_body(w, env, p, accs, "np.uint64(j0)")
         w.dedent()
+        for red in reds:
+            for line in self._red(red).lanes_swap(self._lanes[id(red)]):
+                w(line)
         w.dedent()
         for red in reds:
             for line in self._red(red).lanes_close(accs[id(red)], self._lanes[id(red)], LANES):
@@ -1333,6 +1336,9 @@ class LoopCodegen:
         for line in body:
             w(line)
         w.dedent()
+        for red in args:
+            for line in self._red(red).lanes_swap(self._lanes_name(red, accs)):
+                w(line)
         w.dedent()
         w("for r in range(n):")
         w.indent()

@@ -189,3 +189,43 @@ def test_sums_by_label_add_each_row_once_into_its_labels_partial(dtype):
         assert np.array_equal(np.signbit(got), np.signbit(want))
     source = f.lower(X, L).source
     assert "sg" in source and ("rt.neumaier" in source or dtype == np.float32)
+
+
+
+def _host_has_avx():
+    from llvmlite import binding as llvm
+    return "+avx" in llvm.get_host_cpu_features().flatten()
+
+
+def _distances_argmin(X, C):
+    d = ((X[:, None, :] - C[None, :, :]) ** 2).sum(-1)
+    return d.argmin(axis=1), d.min(axis=1)
+
+
+@pytest.mark.skipif(not _host_has_avx(), reason="needs an x86 host with AVX (masked vector stores)")
+@pytest.mark.parametrize("fn, args", [
+    (_distances_argmin, (np.random.default_rng(1).random((3000, 4)), np.random.default_rng(2).random((8, 4)))),
+    (np.argmax, (np.random.default_rng(3).random(100_000),)),
+], ids=["rows of distances", "flat"])
+def test_argmin_lanes_store_no_masked_vectors(fn, args):
+    """The lanes of an argmin (k-means' row of 8 distances per point; a long
+    flat argmax) update by selects; each sweep writes other arrays than it
+    reads, or LLVM stores the select where it loaded the unchosen value from,
+    as a masked store (vmaskmovpd: tens of cycles on AMD's cores)."""
+    import re
+
+    from braze.targets import cpu_cache
+
+    f = braze.compile(lambda *a: fn(*a), target="cpu")
+    got, want = f(*args), fn(*args)
+    for g, w in zip(got if isinstance(want, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+        np.testing.assert_array_equal(g, w)
+    (kernel,) = [part.split("\n", 1)[1] for part in f.lower(*args).source.split("\n# k") if "for r in range(" in part]
+    (sig,) = cpu_cache.load(kernel, "kernel_serial").signatures
+    # (compiled again, not from numba's disk cache, whose code it cannot show)
+    fresh = cpu_cache.load(kernel.replace("cache=True", "cache=False"), "kernel_serial")
+    fresh.compile(sig)
+    asm = fresh.inspect_asm(sig)
+    assert "%ymm" in asm  # (the vector loop is there to look at)
+    stores = re.findall(r"\tv(?:p)?maskmov\w*\s[^\n]*,\s*-?\d*\(%\w+", asm)
+    assert not stores, stores

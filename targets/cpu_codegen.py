@@ -149,6 +149,74 @@ NEST_MIN = 64
 _INNER_INDEX = re.compile(r"\bj\d")
 
 
+_LOOP_HEAD = re.compile(r"for (\w+) in p?range\(.*:$")
+_RENAME = re.compile(r"(\w+) = (\w+)$")
+_ASSIGNED = re.compile(r"(\w+(?:, \w+)*) (?:[-+*/%|&^]|//|<<|>>)?= ")
+
+
+def hoist_index_casts(lines: list[str]) -> list[str]:
+    """``lines`` with each loop index's ``np.uint64(i)`` (what every load
+    and store writes) cast once where the index is bound, ``u_i =
+    np.uint64(i)``, and the cast's uses renamed: numba types and lowers each
+    call separately, and a row kernel wrote a dozen of the same one (a tenth of
+    its compile time). LLVM sees the same index either way.
+
+    An index's scope is the lines indented under its loop, or those after its
+    binding (``i0 = o``) at that indent, up to where it is bound again. A scope
+    in which the index is bound again inside a nested block (a loop's body,
+    an ``if``) keeps its casts: a use before that binding may run after it."""
+    poisoned = set(_index_scopes(lines, None))
+    return _index_scopes(lines, poisoned)
+
+
+def _index_scopes(lines: list[str], poisoned: set | None):
+    """hoist_index_casts' one pass: with ``poisoned`` None, the scopes (by
+    their first line) whose index is bound again in a nested block; else the
+    lines rewritten, skipping the poisoned scopes."""
+    out: list[str | None] = []
+    found: list[int] = []
+    scopes: list[list] = []  # [index, body indent, first line, placeholder position, used]
+
+    def close(scope):
+        if not scope[4] and poisoned is not None:
+            out[scope[3]] = None  # (never used: no cast)
+
+    for n, line in enumerate(lines):
+        text = line.lstrip()
+        if not text or text.startswith("#"):
+            out.append(line)
+            continue
+        depth = len(line) - len(text)
+        while scopes and depth < scopes[-1][1]:
+            close(scopes.pop())
+        assigned, head = _ASSIGNED.match(text), _LOOP_HEAD.match(text)
+        if assigned or head:  # (an index bound again, by a loop too: its cast is stale from here)
+            names = {head.group(1)} if head else set(assigned.group(1).split(", "))
+            for scope in [sc for sc in scopes if sc[0] in names]:
+                if depth > scope[1]:
+                    found.append(scope[2])
+                scopes.remove(scope)
+                close(scope)
+        if poisoned is not None:
+            for scope in scopes:
+                cast_of = f"np.uint64({scope[0]})"
+                if cast_of in line:
+                    line = line.replace(cast_of, f"u_{scope[0]}")
+                    scope[4] = True
+        out.append(line)
+        rename = _RENAME.match(text)
+        if (head or rename) and (poisoned is None or n not in poisoned):
+            index = (head or rename).group(1)
+            body = depth + 4 if head else depth
+            scopes.append([index, body, n, len(out), False])
+            out.append(f"{' ' * body}u_{index} = np.uint64({index})")
+    while scopes:
+        close(scopes.pop())
+    if poisoned is None:
+        return found
+    return [line for line in out if line is not None]
+
+
 class Writer:
     def __init__(self):
         self.lines: list[str] = []
@@ -441,7 +509,7 @@ class LoopCodegen:
                 if id(node) not in self.const_names:
                     self.const_names[id(node)] = f"c{len(self.consts)}"
                     self.consts.append(node)
-                return self.const_names[id(node)]
+                return Typed(self.const_names[id(node)], const_arg_dtype(node))  # (passed as that scalar)
             return literal(node.kw["value"].value, node.aval.dtype)
         if id(node) in self.members:
             return env[id(node)]
@@ -664,7 +732,8 @@ class LoopCodegen:
         unpack += [f"    {flat} = {a}.ravel()" for a, flat in self._column_views.items()]
         flags = f"parallel={parallel}, fastmath={FASTMATH}, {FLAGS}"
         deco = f"rt.interleaved({interleave}, {flags})" if interleave else f"njit({flags})"
-        return f"\n\n@{deco}\ndef {name}({', '.join(args)}):\n" + "\n".join(unpack + body.lines) + "\n"
+        lines = hoist_index_casts(unpack + body.lines)
+        return f"\n\n@{deco}\ndef {name}({', '.join(args)}):\n" + "\n".join(lines) + "\n"
 
     def _row_env(self, w: Writer, env: dict, upto: int) -> None:
         """Emit row values (keep/drop, non-reduction) whose inputs are ready after pass ``upto``."""
@@ -963,8 +1032,12 @@ class LoopCodegen:
             if q < p and any(self.write_pass[id(o)] == p and self.out_index[id(o)] == k for o in self.full_outputs):
                 var = self._fresh("st")
                 lines.append(f"{var} = o{k}[{out_flat}]")
-                inner_env[vid] = var
+                inner_env[vid] = Typed(var, self._out_dtype(k))
         return lines
+
+    def _out_dtype(self, k: int) -> np.dtype:
+        """The dtype of output ``k``'s array (what a load from it is)."""
+        return next(np.dtype(o.aval.dtype) for o in self.loop.outputs if self.out_index[id(o)] == k)
 
     def _out_at(self, k: int, flat: str) -> str:
         """Where output ``k`` stores the element at ``flat``: its flat buffer, or

@@ -26,7 +26,7 @@ import numpy as np
 
 from braze.aval import python_scalar_type
 from braze.core import KIND, PRIMITIVES
-from braze.ops._util import Typed, np_type, typed_name, scalar_cast as cast, scalar_literal as literal  # noqa: F401 (re-exported)
+from braze.ops._util import Typed, np_type, typed_as, typed_name, scalar_cast as cast, scalar_literal as literal  # noqa: F401 (re-exported)
 
 from . import cpu_runtime as rt
 
@@ -69,6 +69,12 @@ def _float_name(dtype) -> str:
 VECTOR_MATH = ("exp", "expm1", "log", "log1p", "tanh", "erf")
 
 
+# Float ops whose numba result has the type of their operands (float32 * float32
+# is float32): with operands of the loop's dtype their result needs no cast,
+# which numba would type and lower like any call.
+SAME_TYPE = frozenset({"add", "subtract", "multiply", "divide", "negative", "positive", "square"})
+
+
 class CpuOps:
     """The cpu target's scalar code: the ops' own, with vectorizable math."""
 
@@ -88,7 +94,10 @@ class CpuOps:
         ins = loop_dtypes(op, keys)[: len(args)]
         t = _compute(ins[0])
         operands = [cast(a, _compute(d)) for a, d in zip(args, ins)]
-        return cast(self.rule(op)(*operands, t), out_dtype)
+        expr = self.rule(op)(*operands, t)
+        if op in SAME_TYPE and t.kind == "f" and all(typed_as(a, t) for a in operands):
+            expr = Typed(expr, t)  # (numba's float arithmetic keeps its operands' type: no cast)
+        return cast(expr, out_dtype)
 
     def mul(self, a: str, b: str, dtype) -> str:
         """A product (the code generator's expansions of ``x ** n`` use it)."""
@@ -102,7 +111,7 @@ class CpuOps:
     def _vector(name: str):
         def rule(self, a, t):
             if t.kind == "f" and rt.has_vector_math(name, _float_name(t)):
-                return f"vm.{name}_{_float_name(t)}({a})"
+                return Typed(f"vm.{name}_{_float_name(t)}({a})", t)  # (returns its argument's type)
             return PRIMITIVES[name].scalar(a, t)
         return rule
 

@@ -121,3 +121,61 @@ def test_a_min_beside_the_argmin_of_the_same_values_is_its_kept_value(dtype):
     pair = braze.compile(lambda x: ((x * x - x).argmin(1), (x * x - x).min(1)), target="cpu")
     source = pair.lower(x).source
     assert "acc1" not in source and "fkey" not in source  # (one accumulator: the argmin's)
+
+
+def _run_lines(lines, **env):
+    """Execute generated body lines (plain Python, np in scope) and return the
+    names they bound."""
+    scope = {"np": np, **env}
+    exec("\n".join(line[4:] for line in lines), scope)
+    return scope
+
+
+def test_index_casts_are_hoisted_to_where_the_index_is_bound():
+    from braze.targets.cpu_codegen import hoist_index_casts
+
+    lines = ["    for o in range(2):",
+             "        i0 = o",
+             "        for j0 in range(3):",
+             "            out[np.uint64(i0), np.uint64(j0)] = a[np.uint64(i0), np.uint64(j0)] + 1"]
+    got = hoist_index_casts(lines)
+    text = "\n".join(got)
+    assert text.count("np.uint64(") == 2 and "u_i0 = np.uint64(i0)" in text and "u_j0 = np.uint64(j0)" in text
+    a = np.arange(6.0).reshape(2, 3)
+    assert np.array_equal(_run_lines(got, a=a, out=np.zeros_like(a))["out"], a + 1)
+
+
+def test_index_casts_stay_where_the_index_is_bound_again_in_a_nested_block():
+    """An index rebound inside a loop or an if (an argmax's NaN rescan, a
+    while loop stepping it): a use before that binding may run after it, so
+    its casts stay inline; rebound at the scope's own indent, a new scope."""
+    from braze.targets.cpu_codegen import hoist_index_casts
+
+    lines = ["    k = 0",
+             "    total = 0.0",
+             "    while k < 4:",
+             "        total += a[np.uint64(k)]",
+             "        k += 1",
+             "    j0 = 1",
+             "    first = a[np.uint64(j0)]",
+             "    j0 = 2",
+             "    second = a[np.uint64(j0)]",
+             "    for j0 in range(3, 4):",
+             "        third = a[np.uint64(j0)]"]
+    got = hoist_index_casts(lines)
+    text = "\n".join(got)
+    assert "total += a[np.uint64(k)]" in text  # (k is stepped inside the while loop)
+    assert "first = a[u_j0]" in text and "second = a[u_j0]" in text and "third = a[u_j0]" in text
+    env = _run_lines(got, a=np.array([1.0, 2.0, 4.0, 8.0]))
+    assert (env["total"], env["first"], env["second"], env["third"]) == (15.0, 2.0, 4.0, 8.0)
+
+    nested = ["    j0 = 0",
+              "    x = a[np.uint64(j0)]",
+              "    if flag:",
+              "        for j0 in range(2):",
+              "            y = a[np.uint64(j0)]",
+              "    z = a[np.uint64(j0)]"]
+    got = hoist_index_casts(nested)
+    assert "x = a[np.uint64(j0)]" in "\n".join(got) and "z = a[np.uint64(j0)]" in "\n".join(got)
+    env = _run_lines(got, a=np.array([1.0, 2.0]), flag=True)
+    assert (env["x"], env["y"], env["z"]) == (1.0, 2.0, 2.0)

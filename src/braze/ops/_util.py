@@ -122,9 +122,16 @@ def scalar_cast(expr: str, dtype) -> str:
     return f"{to}({expr})"
 
 
+def typed_as(expr: str, dtype) -> bool:
+    """Whether numba types ``expr`` as ``dtype``: a Typed name or expression
+    of it, or one cast to it."""
+    to = np_type(dtype)
+    return (type(expr) is Typed and expr.numba == to) or _is_cast(expr, to)
+
+
 def typed_name(name: str, expr: str, dtype) -> str:
-    """``name``, assigned ``expr``: Typed when ``expr`` is a cast to ``dtype``."""
-    return Typed(name, dtype) if _is_cast(expr, np_type(dtype)) else name
+    """``name``, assigned ``expr``: Typed when numba types ``expr`` as ``dtype``."""
+    return Typed(name, dtype) if typed_as(expr, dtype) else name
 
 
 def scalar_literal(value, dtype) -> str:

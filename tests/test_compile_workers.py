@@ -197,3 +197,27 @@ def test_workers_run_at_the_lowest_priority(monkeypatch):
             time.sleep(0.05)
     finally:
         cpu_workers.shutdown()
+
+
+def test_a_worker_loads_kernels_without_braze_s_package_init(monkeypatch, tmp_path):
+    """A worker stands in for the braze packages (their __init__ imports the
+    tracer and every target, half its start): a kernel module still imports
+    cpu_runtime through them, and the tracer is never imported."""
+    import numba
+
+    monkeypatch.setenv("BRAZE_CACHE_DIR", str(tmp_path))
+    seen = tmp_path / "seen.txt"
+    source = ("import sys\nimport numpy as np\nfrom numba import njit\n"
+              "from braze.targets import cpu_runtime as rt\n"
+              f"open({str(seen)!r}, 'w').write(' '.join(sorted(m for m in sys.modules if m.startswith('braze'))))\n\n\n"
+              "@njit(cache=True)\ndef kernel_serial(a, o):\n    o[0] = rt.radd(a[0], a[1])\n")
+    path, modname = cpu_cache.module_path(source)
+    (worker,) = cpu_workers._workers(1)
+    try:
+        arr = numba.typeof(np.ones(3))
+        assert worker.compile((path, modname, "kernel_serial", (arr, arr))) is None
+    finally:
+        cpu_workers.shutdown()
+    modules = seen.read_text().split()
+    assert "braze.targets.cpu_runtime" in modules and "braze.api" not in modules and "braze.tracing" not in modules
+    assert cpu_cache.compiled_before(source, "kernel_serial")

@@ -131,6 +131,8 @@ LANES = 256
 # Rows in lanes (_row_lanes): rows per block, and the longest row.
 ROW_LANES = 256
 ROW_LANES_MAX = 64
+# Blocks of ROW_LANES rows one task runs, reusing its lane arrays (2,048 rows).
+ROW_LANES_GROUP = 8
 
 # Sums of one value selected by an integer label's equality with distinct
 # constants (k-means' per-cluster sums: ``masked_sums``' rewrite of
@@ -1382,17 +1384,23 @@ class LoopCodegen:
         if any(re.search(r"\bi0\b", line) for line in body):
             self._past_nan = set()
             return False
-        L = ROW_LANES
+        L, G = ROW_LANES, ROW_LANES_GROUP
         w("no = d0")
         w("ni = d1")
-        w(f"for ob in {self.rng}((no + {L} - 1) // {L}):")
+        w(f"nb = (no + {L} - 1) // {L}")
+        w(f"for cb in {self.rng}((nb + {G} - 1) // {G}):")  # (a task's blocks share the lane arrays)
         w.indent()
-        w(f"base = ob * {L}")
-        w(f"n = min({L}, no - base)")
         for var, (_, dt) in hoisted:
             w(f"S{var} = np.empty({L}, {np_type(dt)})")
         for red in args:
-            for line in self._red(red).lanes_init(self._lanes_name(red, accs), L):
+            for line in self._red(red).lanes_alloc(self._lanes_name(red, accs), L):
+                w(line)
+        w(f"for ob in range(cb * {G}, min(nb, cb * {G} + {G})):")
+        w.indent()
+        w(f"base = ob * {L}")
+        w(f"n = min({L}, no - base)")
+        for red in args:
+            for line in self._red(red).lanes_reset(self._lanes_name(red, accs), "n"):
                 w(line)
         w("for r in range(n):")
         w.indent()
@@ -1421,10 +1429,11 @@ class LoopCodegen:
             acc, ln = accs[id(red)], self._lanes_name(red, accs)
             w(f"{acc} = {ln}[r]")
             w(f"{acc}_i = {ln}_i[r]")
-            w(f"{acc}_n = {self.dialect.flag_of(f'{ln}_n[r] != 0')}")
+            w(f"{acc}_n = {self.dialect.flag_of(f'{ln}_n')}")  # (the block's: a row without NaN reads none)
             self._nan_rerun(w, red, env, 1, accs, out_flat, "d1")
         self._past_nan = set()
         self._row_results(w, reds, accs, env)
+        w.dedent()
         w.dedent()
         w.dedent()
         return True

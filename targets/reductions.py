@@ -294,25 +294,46 @@ class ArgExtremum(Extremum):
 
     def lanes_init(self, lanes, n):
         """``n`` lanes of a chunk, each reducing every ``n``-th element
-        (cpu_codegen's ``_lanes_loop`` and ``_row_lanes``): value, index and
-        NaN-seen arrays, and the value and index arrays a sweep writes (``lanes_swap``)."""
+        (cpu_codegen's ``_lanes_loop``): value and index arrays, the pair a
+        sweep writes (``lanes_swap``), and whether any lane saw a NaN."""
         return [f"{lanes} = np.full({n}, {literal(self._identity(), self.src)})",
                 f"{lanes}_i = np.zeros({n}, np.int64)",
                 f"{lanes}_w = np.empty({n}, {np_type(self.src)})",
                 f"{lanes}_wi = np.empty({n}, np.int64)",
-                f"{lanes}_n = np.zeros({n}, np.uint8)"]
+                f"{lanes}_n = False"]
+
+    def lanes_alloc(self, lanes, n):
+        """The lanes' arrays, for blocks that reuse them (``lanes_reset`` each
+        block; cpu_codegen's ``_row_lanes``): an allocation per block of 256
+        rows was an eighth of k-means' argmin kernel."""
+        return [f"{lanes} = np.empty({n}, {np_type(self.src)})",
+                f"{lanes}_i = np.empty({n}, np.int64)",
+                f"{lanes}_w = np.empty({n}, {np_type(self.src)})",
+                f"{lanes}_wi = np.empty({n}, np.int64)"]
+
+    def lanes_reset(self, lanes, n):
+        """Lanes made by ``lanes_alloc`` set to start a block."""
+        return [f"for r in range({n}):",
+                f"    {lanes}[r] = {literal(self._identity(), self.src)}",
+                f"    {lanes}_i[r] = 0",
+                f"{lanes}_n = False"]
 
     def lane_update(self, lanes, value, index):
         """``update_past_nan`` in lane ``r``: the loop over the lanes vectorizes
         (independent selects, no chain through one accumulator). A sweep reads
         one pair of arrays and writes the other: a select stored back where its
         unchosen value was loaded from became a masked store (``vmaskmovpd``),
-        slow on AMD's cores (k-means' (400000, 8) argmin: 7.6 -> 5.7 ms)."""
+        slow on AMD's cores (k-means' (400000, 8) argmin: 7.6 -> 5.7 ms). The
+        index is loaded whichever is chosen (else a masked load), and a NaN
+        anywhere sets one flag for all the lanes (an OR reduction, where a
+        flag per lane was a load and a store per element: 13% of the kernel):
+        the rows or chunk it covers read their values again."""
         return [f"{lanes}_v = {lanes}[r]",
+                f"{lanes}_iv = {lanes}_i[r]",
                 f"{lanes}_b = {value} {self.cmp} {lanes}_v",
                 f"{lanes}_w[r] = {value} if {lanes}_b else {lanes}_v",
-                f"{lanes}_wi[r] = np.int64({index}) if {lanes}_b else {lanes}_i[r]",
-                f"{lanes}_n[r] |= np.uint8({value} != {value})"]
+                f"{lanes}_wi[r] = np.int64({index}) if {lanes}_b else {lanes}_iv",
+                f"{lanes}_n = {lanes}_n | ({value} != {value})"]
 
     def lanes_swap(self, lanes):
         """After a sweep over the lanes: what it wrote is what the next one reads."""
@@ -324,8 +345,8 @@ class ArgExtremum(Extremum):
         ones the smaller index (a lane holds no NaN: it never compares better;
         the flag sends the chunk to its second reading)."""
         seen = self.d.is_set(f"{acc}_n")
-        return [f"for r in range({n}):",
-                f"    {acc}_n = {self.d.flag_of(f'{seen} | ({lanes}_n[r] != 0)')}",
+        return [f"{acc}_n = {self.d.flag_of(f'{seen} | {lanes}_n')}",
+                f"for r in range({n}):",
                 f"    if {lanes}[r] {self.cmp} {acc} or ({lanes}[r] == {acc} and {lanes}_i[r] < {acc}_i):",
                 f"        {acc} = {lanes}[r]",
                 f"        {acc}_i = {lanes}_i[r]"]

@@ -99,19 +99,21 @@ def test_whole_array_lanes_ties_and_edges(n):
         assert_same(got, want)
 
 
-@pytest.mark.parametrize("k", [3, 8, 40])
-def test_rows_in_lanes_with_nan_ties_and_a_partial_block(k):
+@pytest.mark.parametrize("k, blocks", [(3, 5), (8, 5), (40, 5), (8, 19)])
+def test_rows_in_lanes_with_nan_ties_and_a_partial_block(k, blocks):
     """At least 2 * ROW_LANES rows of at most ROW_LANES_MAX elements computed
     from row and column values (k-means' distances) run ROW_LANES rows at a
-    time in lanes: NaN rows in any block, the last block partial, ties."""
+    time in lanes, ROW_LANES_GROUP blocks a task: NaN rows in any block (a
+    block with one reads all its rows again), the last block partial, ties,
+    and with 19 blocks, three tasks."""
     from braze.targets.cpu_codegen import ROW_LANES
 
-    n = 5 * ROW_LANES + 37
+    n = blocks * ROW_LANES + 37
     r = np.random.default_rng(k)
     X = np.round(r.standard_normal((n, 3)) * 2)  # ties between centers
     C = np.round(r.standard_normal((k, 3)) * 2)
     X[[0, ROW_LANES - 1, ROW_LANES, 3 * ROW_LANES + 5, n - 1], 1] = np.nan
-    assert "for ob in prange" in braze.explain(ROWS, X, C)
+    assert "for cb in prange" in braze.explain(ROWS, X, C)
     for got, want in zip(ROWS(X, C), rows(X, C)):
         assert_same(got, want)
     Cn = C.copy()

@@ -619,6 +619,7 @@ class LoopCodegen:
             return cast(f"({literal(1, out)} / {x})", out)
         var = self._fresh("p")
         env["__lines__"].append(f"{var} = {x}")
+        var = typed_name(var, x, out)
         if n in (1.5, -1.5):  # x * sqrt(x); pow(-inf, 1.5) is inf (and pow(-inf, -1.5) 0), not NaN
             v = cast(self.ops.mul(var, cast(self.ops.sqrt(var, out), out), out), out)
             at_minus_inf = literal(np.inf, out)
@@ -627,11 +628,15 @@ class LoopCodegen:
             return f"({v} if {var} != {literal(-np.inf, out)} else {at_minus_inf})"
         if n == 5.0:
             sq = self._fresh("p")
-            env["__lines__"].append(f"{sq} = {cast(self.ops.mul(var, var, out), out)}")
+            square = cast(self.ops.mul(var, var, out), out)
+            env["__lines__"].append(f"{sq} = {square}")
+            sq = typed_name(sq, square, out)
             return cast(self.ops.mul(cast(self.ops.mul(sq, sq, out), out), var, out), out)
         if n == 4.0:
             sq = self._fresh("p")
-            env["__lines__"].append(f"{sq} = {cast(self.ops.mul(var, var, out), out)}")
+            square = cast(self.ops.mul(var, var, out), out)
+            env["__lines__"].append(f"{sq} = {square}")
+            sq = typed_name(sq, square, out)
             return cast(self.ops.mul(sq, sq, out), out)
         if n == 3.0:
             return cast(self.ops.mul(cast(self.ops.mul(var, var, out), out), var, out), out)

@@ -101,7 +101,9 @@ class CpuOps:
 
     def mul(self, a: str, b: str, dtype) -> str:
         """A product (the code generator's expansions of ``x ** n`` use it)."""
-        return self.rule("multiply")(a, b, np.dtype(dtype))
+        dtype = np.dtype(dtype)
+        expr = self.rule("multiply")(a, b, dtype)
+        return Typed(expr, dtype) if dtype.kind == "f" and typed_as(a, dtype) and typed_as(b, dtype) else expr
 
     def sqrt(self, a: str, dtype) -> str:
         return self.rule("sqrt")(a, np.dtype(dtype))

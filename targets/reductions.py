@@ -335,6 +335,26 @@ class ArgExtremum(Extremum):
                 f"{lanes}_wi[r] = np.int64({index}) if {lanes}_b else {lanes}_iv",
                 f"{lanes}_n = {lanes}_n | ({value} != {value})"]
 
+    def row_start(self, acc):
+        """A row's accumulator, kept in registers (cpu_codegen's rows in
+        lanes of a short literal length: ``row_update`` per element)."""
+        return [f"{acc} = {literal(self._identity(), self.src)}",
+                f"{acc}_i = np.int64(0)"]
+
+    def row_update(self, lanes, acc, value, index):
+        """``update_past_nan`` for a row of lane ``r`` whose elements loop
+        inside the loop over lanes: LLVM unrolls the short literal loop and
+        vectorizes the lanes, the accumulator in registers. A NaN sets the
+        block's flag (``lane_update``)."""
+        return [f"{acc}_b = {value} {self.cmp} {acc}",
+                f"{acc} = {value} if {acc}_b else {acc}",
+                f"{acc}_i = np.int64({index}) if {acc}_b else {acc}_i",
+                f"{lanes}_n = {lanes}_n | ({value} != {value})"]
+
+    def row_store(self, lanes, acc):
+        """A row's accumulator into its lane, for the block's rows after."""
+        return [f"{lanes}[r] = {acc}", f"{lanes}_i[r] = {acc}_i"]
+
     def lanes_swap(self, lanes):
         """After a sweep over the lanes: what it wrote is what the next one reads."""
         return [f"{lanes}, {lanes}_w = {lanes}_w, {lanes}",

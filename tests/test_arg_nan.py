@@ -106,14 +106,17 @@ def test_rows_in_lanes_with_nan_ties_and_a_partial_block(k, blocks):
     time in lanes, ROW_LANES_GROUP blocks a task: NaN rows in any block (a
     block with one reads all its rows again), the last block partial, ties,
     and with 19 blocks, three tasks."""
-    from braze.targets.cpu_codegen import ROW_LANES
+    from braze.targets.cpu_codegen import ROW_LANES, ROW_REGISTERS_MAX
 
     n = blocks * ROW_LANES + 37
     r = np.random.default_rng(k)
     X = np.round(r.standard_normal((n, 3)) * 2)  # ties between centers
     C = np.round(r.standard_normal((k, 3)) * 2)
     X[[0, ROW_LANES - 1, ROW_LANES, 3 * ROW_LANES + 5, n - 1], 1] = np.nan
-    assert "for cb in prange" in braze.explain(ROWS, X, C)
+    src = braze.explain(ROWS, X, C)
+    assert "for cb in prange" in src
+    # rows of up to ROW_REGISTERS_MAX elements accumulate in registers, longer ones in lanes
+    assert (f"for j0 in range({k}):" in src) == (k <= ROW_REGISTERS_MAX) != ("Lacc0_w[r]" in src)
     for got, want in zip(ROWS(X, C), rows(X, C)):
         assert_same(got, want)
     Cn = C.copy()

@@ -137,7 +137,8 @@ ROW_LANES_GROUP = 8
 # kernel of at most ROW_REGISTERS_MEMBERS ops, loop over a row's elements inside
 # the loop over lanes, accumulating in registers: LLVM unrolls the row and
 # vectorizes the lanes (k-means' (400000, 8) argmin kernel 4.0 -> 3.0 ms, one
-# thread). A longer row or body might not unroll, and would run scalar.
+# thread). A longer row or body (vector math inlines dozens of instructions)
+# might not unroll, and would run scalar.
 ROW_REGISTERS_MAX = 8
 ROW_REGISTERS_MEMBERS = 32
 
@@ -1391,7 +1392,8 @@ class LoopCodegen:
         args = self._past_nan_args(1)
         self._past_nan = {id(r) for r in args}
         row = int(self.loop.domain[1])
-        in_registers = row <= ROW_REGISTERS_MAX and len(self.loop.members) <= ROW_REGISTERS_MEMBERS
+        in_registers = (row <= ROW_REGISTERS_MAX and len(self.loop.members) <= ROW_REGISTERS_MEMBERS
+                        and not any(m.op in VECTOR_MATH for m in self.loop.members))
         if in_registers:
             self._row_regs = {id(r): self._lanes_name(r, accs) for r in args}
         else:

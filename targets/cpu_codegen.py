@@ -1415,7 +1415,7 @@ class LoopCodegen:
         for var, (_, dt) in hoisted:
             w(f"S{var} = np.empty({L}, {np_type(dt)})")
         for red in args:
-            for line in self._red(red).lanes_alloc(self._lanes_name(red, accs), L):
+            for line in self._red(red).lanes_alloc(self._lanes_name(red, accs), L, sweeps=not in_registers):
                 w(line)
         w(f"for ob in range(cb * {G}, min(nb, cb * {G} + {G})):")
         w.indent()

@@ -302,14 +302,16 @@ class ArgExtremum(Extremum):
                 f"{lanes}_wi = np.empty({n}, np.int64)",
                 f"{lanes}_n = False"]
 
-    def lanes_alloc(self, lanes, n):
+    def lanes_alloc(self, lanes, n, sweeps=True):
         """The lanes' arrays, for blocks that reuse them (``lanes_reset`` each
         block; cpu_codegen's ``_row_lanes``): an allocation per block of 256
-        rows was an eighth of k-means' argmin kernel."""
-        return [f"{lanes} = np.empty({n}, {np_type(self.src)})",
-                f"{lanes}_i = np.empty({n}, np.int64)",
-                f"{lanes}_w = np.empty({n}, {np_type(self.src)})",
-                f"{lanes}_wi = np.empty({n}, np.int64)"]
+        rows was an eighth of k-means' argmin kernel. Without ``sweeps``
+        (rows accumulating in registers: ``row_update``), no pair for a
+        sweep to write."""
+        arrays = [f"{lanes} = np.empty({n}, {np_type(self.src)})", f"{lanes}_i = np.empty({n}, np.int64)"]
+        if sweeps:
+            arrays += [f"{lanes}_w = np.empty({n}, {np_type(self.src)})", f"{lanes}_wi = np.empty({n}, np.int64)"]
+        return arrays
 
     def lanes_reset(self, lanes, n):
         """Lanes made by ``lanes_alloc`` set to start a block."""

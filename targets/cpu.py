@@ -18,6 +18,7 @@ numba (``NUMBA_NUM_THREADS``, ``numba.set_num_threads``).
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import numpy as np  # noqa: E402
@@ -192,6 +193,27 @@ def _out_windows(loop: Loop, slot_of: dict, direct: dict, program: Program) -> d
     return wins
 
 
+def _anchor_windows(program: Program, kernel_of: dict, out_windows) -> None:
+    """Kernels reading several windows of one array (a stencil) read them at
+    literal offsets from the first (``generate``'s ``anchored``) where every
+    kernel of the program sharing their source reads them at the same offsets
+    (a time loop's steps): one compiled kernel still serves them all. Where the
+    offsets differ between uses (lags ``x[k:] * x[:-k]`` for k in a loop) the
+    starts stay arguments, so the loop still compiles once."""
+    groups: dict = {}
+    for index, ks in kernel_of.items():
+        if ks.deltas:
+            groups.setdefault(ks.source, []).append(index)
+    for indices in groups.values():
+        if len({kernel_of[index].deltas for index in indices}) != 1:
+            continue
+        step = program.steps[indices[0]]
+        anchored = generate(step, out_windows=out_windows(step), anchored=True)
+        for index in indices:
+            kernel_of[index] = dataclasses.replace(kernel_of[index], source=anchored.source, packed=anchored.packed,
+                                                   anchored=anchored.anchored)
+
+
 # An elementwise kernel whose last axis is at most this long (an RGB image's
 # 3, an (n, 3) position array) runs over the last two axes as one.
 MERGE_TAIL = 16
@@ -345,14 +367,19 @@ def lower_program(program: Program, donated=frozenset(), mutable=frozenset()) ->
             direct[slot] = (_memory_expr(writer, k, memory.rebased[k], node.inputs[0].aval), key)
             rebased[k] = (direct[slot][0], cpu_memory.complement(node.kw["slices"], node.inputs[0].aval.shape))
     direct_updates = set(memory.direct.values())
+    kernel_of = {}
+    for index, step in enumerate(program.steps):
+        if isinstance(step, Loop) and not needs_numpy(step):
+            if not any(slot_of[id(o)] in direct for o in step.outputs):
+                _merge_short_tail(step)
+            kernel_of[index] = generate(step, out_windows=_out_windows(step, slot_of, direct, program))
+    _anchor_windows(program, kernel_of, lambda step: _out_windows(step, slot_of, direct, program))
     for index, step in enumerate(program.steps):
         if isinstance(step, Loop) and needs_numpy(step):
             cpu_driver.numpy_loop_step(writer, index, step, slot_of)
             sources.append(f"# {step.name}: {needs_numpy(step)}")
         elif isinstance(step, Loop):
-            if not any(slot_of[id(o)] in direct for o in step.outputs):
-                _merge_short_tail(step)
-            ks = generate(step, out_windows=_out_windows(step, slot_of, direct, program))
+            ks = kernel_of[index]
             work = int(np.prod(step.domain, dtype=np.int64))
             parallel = work >= PARALLEL_MIN
             if parallel and cpu_cache.has_parallel(ks.source):

@@ -61,6 +61,11 @@ class KernelSource:
     out_windows: tuple = ()  # outputs written into a window of a larger array (``generate``)
     params: tuple | None = None  # the leaves passed, by index (None: all); windows of one array share one
     packed: bool = False  # the windows' starts come as one int64 array, not an int each
+    # Windows read from one array at literal offsets from the first of them (``generate``'s
+    # ``anchored``): leaf index -> (the anchor's leaf index, offsets); those leaves' starts
+    # are not arguments. ``deltas`` is what they would be, anchored or not.
+    anchored: tuple = ()
+    deltas: tuple = ()
 
 
 HEADER = """import math
@@ -272,13 +277,14 @@ def const_arg(node: Node):
     return np.asarray(node.kw["value"].value).astype(node.aval.dtype).astype(const_arg_dtype(node))[()]
 
 
-def generate(loop: Loop, name: str = "kernel", out_windows: dict | None = None) -> KernelSource:
+def generate(loop: Loop, name: str = "kernel", out_windows: dict | None = None,
+             anchored: bool = False) -> KernelSource:
     """``out_windows``: output index -> the steps of a window of a larger array
     (``u[1:-1, 1:-1] = ...``) that output is written into: the kernel takes that
     array and the window's starts in place of a flat buffer. Honoured for
     elementwise loops whose outputs span the domain (``KernelSource.out_windows``
     says which were)."""
-    return LoopCodegen(loop, name, out_windows).build()
+    return LoopCodegen(loop, name, out_windows, anchored).build()
 
 
 def _offset(start: str, step: int, index: str) -> str:
@@ -296,7 +302,7 @@ class LoopCodegen:
 
     ops = CpuOps()  # the scalar code of each elementwise op on this target (the ops handler)
 
-    def __init__(self, loop: Loop, name: str, out_windows: dict | None = None):
+    def __init__(self, loop: Loop, name: str, out_windows: dict | None = None, anchored: bool = False):
         self.loop = loop
         self.name = name
         # Window leaves (``a[1:-1]``, ``a[:, 2:]``, see Loop.windows) are read from
@@ -316,6 +322,8 @@ class LoopCodegen:
         self.od = self.R - self.nin
         self.leaf_names = {id(n): f"a{k}" for k, n in enumerate(loop.leaves)}
         self.params = self._share_windows()
+        self.deltas = self._window_deltas()
+        self.anchors = {k: (a, d) for k, a, d in self.deltas} if anchored else {}
         self.out_index = {id(n): k for k, n in enumerate(loop.outputs)}
         self.consts: list[Node] = []
         self.const_names: dict[int, str] = {}
@@ -365,6 +373,36 @@ class LoopCodegen:
                 first[key] = k
             params.append(k)
         return tuple(params) if len(params) < len(self.loop.leaves) else None
+
+    def _window_deltas(self) -> tuple:
+        """(leaf index, its anchor's, offsets) for each window read from the same
+        array argument as an earlier one (``_share_windows``), the anchor: the
+        first. Anchored (``generate``), a stencil's reads are ``u[w0 + 1 + i]``,
+        ``u[w0 - 1 + i]``, ``u[w0 + i]``: LLVM sees which are the same element
+        and loads it once (an advection step's limiter read ``q[i]`` three times
+        through windows at offsets it could not compare), and keeps one base
+        address per array. Rotations (wrapping reads) are left as they are."""
+        if self.params is None:
+            return ()
+        first, deltas = {}, []
+        for k, leaf in enumerate(self.loop.leaves):
+            if id(leaf) not in self.windows or any(self.wraps.get(id(leaf), ())):
+                continue
+            starts = self.loop.windows[id(leaf)][1]
+            key = (self.leaf_names[id(leaf)], len(starts))
+            if key not in first:
+                first[key] = (k, starts)
+                continue
+            a, base = first[key]
+            deltas.append((k, a, tuple(int(s) - int(b) for s, b in zip(starts, base))))
+        return tuple(deltas)
+
+    def _start(self, k: int, i: int) -> str:
+        """Where window leaf ``k`` starts on axis ``i``, as source."""
+        if k not in self.anchors:
+            return f"w{k}_{i}"
+        a, d = self.anchors[k][0], self.anchors[k][1][i]
+        return f"w{a}_{i}" if d == 0 else f"w{a}_{i} + {d}" if d > 0 else f"w{a}_{i} - {-d}"
 
     def _fresh(self, prefix: str) -> str:
         self._names += 1
@@ -417,13 +455,13 @@ class LoopCodegen:
             full = ["0"] * len(steps)
             for j, ax in enumerate(kept):
                 full[ax] = parts[j]
-            parts = [_offset(f"w{k}_{i}", step, part) for i, (step, part) in enumerate(zip(steps, full))]
+            parts = [_offset(self._start(k, i), step, part) for i, (step, part) in enumerate(zip(steps, full))]
             base = self.loop.reads(leaf).aval.shape
             if self.dialect is CPU and len(base) == 2 and kept == (0,) and base[1] <= COLUMN_ROW:
                 return self._column_load(name, parts, base[1])
             return f"{name}[{', '.join(p if p == '0' else f'np.uint64({p})' for p in parts)}]"
         if steps is not None:
-            parts = [_offset(f"w{k}_{i}", step, part) for i, (step, part) in enumerate(zip(steps, parts))]
+            parts = [_offset(self._start(k, i), step, part) for i, (step, part) in enumerate(zip(steps, parts))]
             for i, n in enumerate(self.wraps.get(id(leaf), ())):
                 if n and (k, i) in self._split and space == "full":  # no wrap inside the row's segment
                     parts[i] = _offset(self._split[(k, i)], steps[i], idx[offset + i])
@@ -709,13 +747,14 @@ class LoopCodegen:
                 bodies[exact] = (body, self.consts, self.const_names)
         src = HEADER + "".join(functions)
         return KernelSource(src, list(loop.leaves), list(loop.outputs), list(self.consts), self.leaf_shapes,
-                            self.has_trig, tuple(sorted(self.out_windows)), self.params, self._packed())
+                            self.has_trig, tuple(sorted(self.out_windows)), self.params, self._packed(),
+                            tuple(sorted(self.anchors)), self.deltas)
 
     def _packed(self) -> bool:
         """Whether the windows' starts come in one int64 array (``wv``): an int
         argument costs numba ~30 ns a call, and a 7-point stencil has 21."""
-        return self.dialect is CPU and sum(len(self.loop.windows[id(n)][1]) for n in self.loop.leaves
-                                           if id(n) in self.windows) > 2
+        return self.dialect is CPU and sum(len(self.loop.windows[id(n)][1]) for k, n in enumerate(self.loop.leaves)
+                                           if id(n) in self.windows and k not in self.anchors) > 2
 
     def _latency_bound(self) -> bool:
         """Whether the loop's body is a chain of vector-math polynomials and
@@ -730,7 +769,7 @@ class LoopCodegen:
 
     def _function(self, name: str, parallel: bool, body: "Writer", interleave: int = 0) -> str:
         loop = self.loop
-        starts = [f"w{k}_{i}" for k, n in enumerate(loop.leaves) if id(n) in self.windows
+        starts = [f"w{k}_{i}" for k, n in enumerate(loop.leaves) if id(n) in self.windows and k not in self.anchors
                   for i in range(len(loop.windows[id(n)][1]))]
         packed = self._packed()
         leaves = loop.leaves if self.params is None else [loop.leaves[k] for k in self.params]

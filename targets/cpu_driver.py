@@ -306,7 +306,8 @@ def loop_step(w: Writer, j: int, loop: Loop, slot_of: dict, ks, kernel, buffers:
     args += [str(int(d)) for d in loop.domain]
     for k, c in enumerate(ks.consts):
         args.append(w.bind(f"C{j}_{k}", const_arg(c)))
-    starts = [int(a) for leaf in ks.leaves if id(leaf) in loop.windows for a in loop.windows[id(leaf)][1]]
+    starts = [int(a) for k, leaf in enumerate(ks.leaves) if id(leaf) in loop.windows and k not in ks.anchored
+              for a in loop.windows[id(leaf)][1]]  # (an anchored window's start is its anchor's and a literal)
     if ks.packed:  # the windows' starts (Loop.windows), one array
         args.append(w.bind(f"WV{j}", np.array(starts, np.int64)))
     else:

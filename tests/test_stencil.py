@@ -1,6 +1,8 @@
 """Stencils on the cpu target: a kernel reads shifted windows of an array
 (``a[1:-1, :-2]``) from the array itself at offsets, and writes a region it
 updates in place (``b[1:-1, 1:-1] = ...``) straight into that array."""
+import re
+
 import numpy as np
 import pytest
 
@@ -234,10 +236,11 @@ def test_gradient_through_rolls_matches_finite_differences():
         np.testing.assert_allclose(g[i, j], num, rtol=1e-6, atol=1e-9)
 
 
-def test_windows_of_one_array_are_one_argument_and_their_starts_one_array():
+def test_windows_of_one_array_are_one_argument_read_at_offsets_from_the_first():
     """A 5-point stencil reads ``u`` through 5 windows: the kernel takes ``u``
-    once and the windows' starts as one int64 array (numba types and unboxes
-    each argument at every call: ~0.1 us an array, ~30 ns an int)."""
+    once (numba types and unboxes each argument at every call: ~0.1 us an
+    array, ~30 ns an int) and the first window's starts; the others are read
+    at literal offsets from it, so the same element is one load."""
     def step(u, c):
         return u[1:-1, 1:-1] + c * (u[2:, 1:-1] + u[:-2, 1:-1] + u[1:-1, 2:] + u[1:-1, :-2] - 4 * u[1:-1, 1:-1])
 
@@ -245,10 +248,53 @@ def test_windows_of_one_array_are_one_argument_and_their_starts_one_array():
     f = braze.compile(step, target="cpu")
     for v in (u, u[::-1], _grid((7, 9))):
         assert_same(f(v, 0.1), step(v, 0.1))
-    (head,) = [line for line in f.lower(u, 0.1).source.splitlines() if line.startswith("def kernel(")]
+    source = f.lower(u, 0.1).source
+    (head,) = [line for line in source.splitlines() if line.startswith("def kernel(")]
     params = head[len("def kernel("):-2].split(", ")
-    assert len([p for p in params if p.startswith("a")]) == 2 and "wv" in params, head  # (u and c)
-    assert not any(p.startswith("w0_") for p in params), head
+    assert len([p for p in params if p.startswith("a")]) == 2, head  # (u and c)
+    assert [p for p in params if p.startswith("w")] == ["w0_0", "w0_1"], head
+    reads = set(re.findall(r"a0\[np\.uint64\(([^)]*)\), np\.uint64\(([^)]*)\)\]", source))
+
+    def delta(expr: str, start: str, index: str) -> int:  # "w0_0 - 2 + i0" -> -2
+        return int(expr.replace(start, "").replace(index, "").replace(" ", "").rstrip("+") or 0)
+
+    offsets = [(delta(a, "w0_0", "i0"), delta(b, "w0_1", "j0")) for a, b in reads]
+    center = tuple(sum(o[k] for o in offsets) // len(offsets) for k in (0, 1))
+    assert sorted((a - center[0], b - center[1]) for a, b in offsets) == [(-1, 0), (0, -1), (0, 0), (0, 1), (1, 0)], reads
+
+
+def test_windows_of_one_array_at_offsets_that_change_between_uses_take_their_starts():
+    """Lags ``x[k:] * x[:-k]`` for k in a loop: each use reads the windows at
+    other offsets from each other, so offsets in the source would compile a
+    kernel per lag; the starts stay arguments and the loop compiles one."""
+    def autocorrelation(x):
+        return [np.sum(x[k:] * x[:-k]) for k in range(1, 6)]
+
+    x = _grid(400)
+    f = braze.compile(autocorrelation, target="cpu")
+    for g, w in zip(f(x), autocorrelation(x)):
+        np.testing.assert_allclose(g, w, rtol=1e-12)
+    lowered = f.lower(x)
+    assert lowered.counts["distinct kernels"] == 1, lowered.counts
+    assert " + 1 + " not in lowered.source and " - 1 + " not in lowered.source
+
+
+def test_anchored_windows_of_a_time_loop_share_one_kernel():
+    """Every step of a time loop reads its windows at the same offsets from
+    each other: one kernel, anchored, for all of them."""
+    def steps(u, c):
+        for _ in range(4):
+            u = u.copy()
+            u[1:-1] = u[1:-1] + c * (u[2:] - 2 * u[1:-1] + u[:-2])
+        return u
+
+    u = _grid(300)
+    f = braze.compile(steps, target="cpu")
+    for v in (u, u[::-1], u[::2]):
+        np.testing.assert_allclose(f(v, 0.2), steps(v, 0.2), rtol=1e-14)
+    lowered = f.lower(u, 0.2)
+    assert lowered.counts["distinct kernels"] == 1, lowered.counts
+    assert " - 1 + " in lowered.source or " + 1 + " in lowered.source, lowered.source
 
 
 def test_time_steps_of_rolled_stencils_compile_alike():

@@ -5,6 +5,8 @@ import re
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import braze
 
@@ -309,3 +311,40 @@ def test_time_steps_of_rolled_stencils_compile_alike():
     assert many["distinct kernels"] == few["distinct kernels"] <= 3, (few, many)
     per_step = (many["kernels"] - few["kernels"]) / 9  # (one kernel computes 0.5 * (1 - c) once)
     assert per_step <= 2 and few["kernels"] == 1 + 3 * per_step, (few, many)
+
+
+@settings(max_examples=20, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_windows_of_one_array_at_any_offsets_match_numpy(data):
+    """Two to four windows of one array at any starts (the first window
+    anywhere among them, so offsets from it of either sign), of any extent
+    (empty too), of a contiguous or a strided array, read over steps of a
+    time loop whose windows keep their offsets (anchored) and, in the same
+    program, once more at other offsets of the same shape (not anchored)."""
+    dtype = data.draw(st.sampled_from([np.float64, np.float32, np.int64]), "dtype")
+    n0, n1 = data.draw(st.integers(2, 9), "n0"), data.draw(st.integers(2, 9), "n1")
+    e0, e1 = data.draw(st.integers(0, n0 - 1), "e0"), data.draw(st.integers(0, n1), "e1")
+    corner = st.tuples(st.integers(0, n0 - e0), st.integers(0, n1 - e1))
+    starts = data.draw(st.lists(corner, min_size=2, max_size=4), "starts")
+    other = data.draw(st.lists(corner, min_size=len(starts), max_size=len(starts)), "other starts")
+    strided = data.draw(st.booleans(), "strided")
+
+    def combine(u, corners):
+        w = [u[a:a + e0, b:b + e1] for a, b in corners]
+        out = w[0] * 2 + w[1]
+        for v in w[2:]:
+            out = out - v * w[0]
+        return out
+
+    def fn(u):
+        for _ in range(3):
+            u = u.copy()
+            u[1:1 + e0, :e1] = combine(u, starts)
+        return u, combine(u, other)
+
+    base = (np.random.default_rng(1).standard_normal((2 * n0, 2 * n1)) * 4).astype(dtype)
+    u = base[::2, ::-2] if strided else base[:n0, :n1].copy()
+    got = braze.compile(fn, target="cpu")(u)
+    want = fn(u)
+    for g, w in zip(got, want):
+        assert_same(g, w)

@@ -61,9 +61,9 @@ class KernelSource:
     out_windows: tuple = ()  # outputs written into a window of a larger array (``generate``)
     params: tuple | None = None  # the leaves passed, by index (None: all); windows of one array share one
     packed: bool = False  # the windows' starts come as one int64 array, not an int each
-    # Windows read from one array at literal offsets from the first of them (``generate``'s
-    # ``anchored``): leaf index -> (the anchor's leaf index, offsets); those leaves' starts
-    # are not arguments. ``deltas`` is what they would be, anchored or not.
+    # The leaves (by index) read at literal offsets from the first window of their array
+    # (``generate``'s ``anchored``): their starts are not arguments. ``deltas``: (leaf
+    # index, its anchor's, offsets) for every such window, whether anchored or not.
     anchored: tuple = ()
     deltas: tuple = ()
 
@@ -81,8 +81,9 @@ except ImportError:
 # A kernel is plain loops over scalars, called from Python or from another
 # kernel's loop: numba's rewrites (array expressions, constant getitems, branch
 # pruning) find nothing in it, and nothing calls its C wrapper; without the two,
-# the 11 kernels of a GPT-2 forward take about 8% less CPU to compile (3.8-4.6
-# s against 4.2-5.3 s in alternating runs) and their vector code is the same.
+# the 11 kernels of a GPT-2 forward took a median 9% less CPU to compile over 7
+# alternating pairs of runs (AMD EPYC; 4.2-5.5 s before), with the same vector
+# instructions.
 FLAGS = 'error_model="numpy", cache=True, nogil=True, no_rewrites=True, no_cfunc_wrapper=True'
 # No fast-math (DESIGN.md, numerics contract): elementwise work runs NumPy's
 # operations in NumPy's order and rounding (no reassociation, no FMA

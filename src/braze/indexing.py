@@ -351,6 +351,9 @@ def setitem(x, key, value):
             value = _fit_value(value, (), dtype)
             rest = len(shape) - at - len(mask.shape)
             return bnp.where(bnp.reshape(mask, (1,) * at + tuple(mask.shape) + (1,) * rest), value, x)
+        if (not (len(explicit) == 1 and at == 0) and len(masks) == 1 and all(kind in ("slice", "int", "mask") for kind, _ in entries)
+                and _mask_fits(entries, shape)):
+            return _setitem_inner_mask(x, entries, value)
         if len(explicit) != 1 or tuple(mask.shape) != shape[: len(mask.shape)]:
             raise UnsupportedOpError(
                 f"setitem: a traced boolean mask must be the only index and match the leading "
@@ -371,6 +374,52 @@ def setitem(x, key, value):
             return bnp.asarray_copy(bnp.reshape(value, shape))
         return bind("update_slice", x, bnp.reshape(value, kept), slices=slices)
     return _scatter("scatter", "setitem", x, key, entries, value)
+
+
+def _mask_fits(entries, shape) -> bool:
+    """Whether the one mask among basic indices matches the axes it indexes (else
+    NumPy's IndexError is NumPy's to raise: the call runs as NumPy)."""
+    axis = 0
+    for kind, v in entries:
+        if kind == "mask":
+            return tuple(v.shape) == tuple(shape[axis: axis + len(v.shape)])
+        axis += 1
+    return False
+
+
+def _setitem_inner_mask(x, entries, value):
+    """``x[key] = value`` where ``key`` holds one traced mask among slices and
+    ints (``a[mask, 1:] = -1``, ``a[0, mask] = v``, ``a[:, mask] *= 2``): the
+    region the basic indices pick, with the mask's axes moved to the front, is
+    a leading-mask update (one value, a broadcast value, or one value per
+    selected element, in order); moved back and stored into ``x``. NumPy puts
+    the selection's axis where the mask was; the value is aligned to that."""
+    sub_key, at = [], None
+    for kind, v in entries:
+        if kind == "mask":
+            at = sum(1 for k in sub_key if isinstance(k, slice))
+            mask = v
+            sub_key.extend([slice(None)] * len(v.shape))
+        else:
+            sub_key.append(v)
+    sub_key = tuple(sub_key)
+    sub = getitem(x, sub_key)
+    m, nd = len(mask.shape), len(sub.shape)
+    perm = (*range(at, at + m), *range(at), *range(at + m, nd))
+    if isinstance(value, (list, tuple)):
+        value = np.asarray(value) if _plain(value) else bnp.array(value, copy=None)
+    if bnp.ndim(value):
+        result_ndim = nd - m + 1  # the selection's shape: sub's, the mask's axes one axis of selected elements
+        vshape = tuple(bnp.shape(value))
+        while len(vshape) > result_ndim and vshape[0] == 1:
+            vshape = vshape[1:]
+        if len(vshape) > result_ndim:
+            raise ShapeError(f"setitem: could not broadcast input array from shape {tuple(bnp.shape(value))} into "
+                             f"a selection of {result_ndim} dimensions{where()}")
+        value = bnp.reshape(value, (1,) * (result_ndim - len(vshape)) + vshape)
+        value = bnp.moveaxis(value, at, 0)
+    moved = setitem(bnp.transpose(sub, perm), mask, value)
+    return setitem(x, sub_key, bnp.transpose(moved, tuple(int(i) for i in np.argsort(perm))))
 
 
 def _masked_values(x, mask, value, rest: tuple, dtype):

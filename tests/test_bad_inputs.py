@@ -23,6 +23,8 @@ import os
 import re
 import warnings
 
+import logging
+
 import numpy as np
 import pytest
 from braze.targets import cpu_cache
@@ -287,8 +289,8 @@ def test_rank_33_elementwise():
 # dtypes
 # ---------------------------------------------------------------------------
 
-DOUBLE_GENERIC = braze.compile(lambda x: x * 2, target="generic")
-DOUBLE_CPU = braze.compile(lambda x: x * 2, target="cpu")
+DOUBLE_GENERIC = braze.compile(lambda x: x * 2, target="generic", fullgraph=True)
+DOUBLE_CPU = braze.compile(lambda x: x * 2, target="cpu", fullgraph=True)
 
 
 @pytest.mark.parametrize("bad, dtype_text, advice, f", [
@@ -303,12 +305,36 @@ DOUBLE_CPU = braze.compile(lambda x: x * 2, target="cpu")
      DOUBLE_CPU),
 ], ids=["str", "object", "datetime64", "structured", "complex-on-cpu"])
 def test_unsupported_argument_dtype(bad, dtype_text, advice, f):
-    msg = fails(f, (bad,), braze.DTypeError)
+    """With ``fullgraph=True`` (no graph breaks), an argument of a dtype braze does
+    not compile is an error saying which and what to do."""
+    msg = fails(f, (bad,), braze.UnsupportedDTypeError)
     assert "argument x" in msg and dtype_text in msg, msg
     assert "Supported: bool" in msg
     assert_here(msg)
     assert_advice(msg, advice)
     recovers(f, (B4,), B4 * 2)
+
+
+@pytest.mark.parametrize("target", ["generic", "cpu"])
+def test_an_argument_of_a_dtype_braze_does_not_compile_runs_the_call_as_numpy(target, caplog):
+    """Complex, string, object and datetime arguments are valid NumPy: the call
+    runs as NumPy (a warning says why, once), NumPy's answer or NumPy's error;
+    the next call of supported dtypes is compiled."""
+    f = braze.compile(lambda x: np.abs(x * 2).sum() if x.dtype.kind in "cfiu" else x[::-1], target=target)
+    z = np.array([3 + 4j, -1j, np.nan + 0j])
+    with caplog.at_level(logging.WARNING, logger="braze"):
+        for _ in range(2):
+            got = f(z)
+            assert type(got) is np.float64 and np.isnan(got)
+            assert f(z[:2]) == 12.0
+        assert np.array_equal(f(np.array(["a", "bc"])), np.array(["bc", "a"]))
+        days = np.array(["2020-01-01", "2021-06-30"], dtype="datetime64[D]")
+        assert np.array_equal(f(days), days[::-1])
+    assert caplog.text.count("complex arrays are not compiled yet") == 1, caplog.text
+    assert "run as plain NumPy" in caplog.text
+    with pytest.raises(TypeError):  # NumPy's own refusal of str * int
+        braze.compile(lambda x: x * 2, target=target)(np.array(["a"]))
+    assert f(np.arange(3.0)) == 6.0 and f.cache_info().misses == 1  # (only the float call traced)
 
 
 TAKE = braze.compile(lambda x, i: np.take_along_axis(x, i, axis=1), target="generic")

@@ -304,7 +304,7 @@ def _double(x):
     (np.ones(3, dtype=np.complex128), ("complex",)),
 ])
 def test_unsupported_argument_dtype(bad, words):
-    f = braze.compile(_double, target="generic")
+    f = braze.compile(_double, target="generic", fullgraph=True)  # (else the call runs as NumPy)
     with pytest.raises(braze.DTypeError) as ei:
         f(bad)
     msg = str(ei.value)
@@ -313,7 +313,7 @@ def test_unsupported_argument_dtype(bad, words):
 
 
 def test_unsupported_dtype_inside_pytree():
-    f = braze.compile(lambda d: d["a"] + d["b"], target="generic")
+    f = braze.compile(lambda d: d["a"] + d["b"], target="generic", fullgraph=True)
     with pytest.raises(braze.DTypeError) as ei:
         f({"a": B4, "b": np.ones(4, np.complex64)})
     assert "complex" in str(ei.value)

@@ -38,6 +38,7 @@ from .errors import (
     ShapeError,
     TargetError,
     TraceError,
+    UnsupportedDTypeError,
     UnsupportedOpError,
 )
 from .graph import Graph, Node
@@ -75,7 +76,7 @@ __all__ = [
     "BrazeError", "CacheInfo", "Compiled", "Composite", "CompositeError", "ConcretizationError",
     "DTypeError", "Graph", "IndexOutOfRangeError", "IndexShapeError", "IndexTypeError", "LinAlgShapeError",
     "AxisError", "ArgumentTypeError", "Lowered", "Node", "ShapeError", "TargetError", "TraceError",
-    "UnsupportedOpError", "KernelError", "bind", "cache_info", "clear_cache", "compile",
+    "UnsupportedDTypeError", "UnsupportedOpError", "KernelError", "bind", "cache_info", "clear_cache", "compile",
     "defvjp", "disable_kernels", "explain", "grad", "value_and_grad", "vjp", "GradientTape", "GradientError",
     "stop_gradient", "register_kernel", "set_log", "verify", "testing", "composite", "numpy", "trace",
 ]

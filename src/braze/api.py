@@ -57,6 +57,7 @@ class Compiled:
         self.fullgraph = bool(fullgraph)
         self._eager_keys: set = set()  # call keys re-specialized past MAX_RESPECIALIZATIONS: run as NumPy
         self._eager_kinds: set = set()  # keys whose static random generators count by type (_kind_of): NumPy
+        self._numpy_arguments: set = set()  # why arguments made calls run as NumPy (each said once)
         self._changed_state: set = set()  # call keys whose trace changed Python state once (run as NumPy)
         self._programs = pipeline.Cache(self.__name__, cache_size, self._refresh, on_evict=self._forget_fast)
         self._pairs = pipeline.Cache(f"{self.__name__}.vjp", cache_size, paired.refresh)
@@ -97,7 +98,16 @@ class Compiled:
             return self.fn(*args, **kwargs)  # inside another trace or under a gradient tape: inline
         if distributed.has_dask_arrays(args, kwargs):  # Dask arrays in, Dask arrays out (braze.distributed)
             return distributed.call(self, args, kwargs)
-        call = self.signature.split(args, kwargs)
+        try:
+            call = self.signature.split(args, kwargs)
+        except UnsupportedOpError as exc:  # an argument braze does not trace (a complex or a string array)
+            if self.fullgraph:
+                raise
+            said = str(exc).replace(where(), "")  # (said once, wherever the call is)
+            if said not in self._numpy_arguments:
+                self._numpy_arguments.add(said)
+                logger.warning("%s; calls with such an argument run as plain NumPy", exc)
+            return self.fn(*args, **kwargs)
         if call.key in self._eager_keys or (self._eager_kinds and _kind_of(call.key) in self._eager_kinds):
             return self.fn(*args, **kwargs)
         program = self._program(call)

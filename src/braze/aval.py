@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from .errors import DTypeError, UnsupportedOpError, where
+from .errors import DTypeError, UnsupportedDTypeError, UnsupportedOpError, where
 
 _SHORT = {
     "bool": "bool", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
@@ -81,13 +81,14 @@ def check_dtype(dtype, what: str) -> np.dtype:
         raise DTypeError(f"{what}: {dtype!r} is not a dtype{where()}") from exc
     if dtype not in SUPPORTED_DTYPES:
         if dtype.kind == "c":
-            hint = "complex arrays are not supported yet; pass the real and imaginary parts as two float arrays"
+            hint = "complex arrays are not compiled yet; pass the real and imaginary parts as two float arrays"
         elif dtype.kind in "OUSV":
             hint = "only numeric and bool arrays can be traced; pass strings and objects as static arguments (static_argnums)"
         else:
             hint = "convert it with .astype(np.float64) or another supported dtype"
         supported = ", ".join(sorted(d.name for d in SUPPORTED_DTYPES))
-        raise DTypeError(f"{what}: dtype {dtype} is not supported{where()}; {hint}. Supported: {supported}")
+        raise UnsupportedDTypeError(f"{what}: dtype {dtype} is not supported{where()}; {hint}. "
+                                    f"Supported: {supported}")
     return dtype
 
 

@@ -107,6 +107,12 @@ class UnsupportedOpError(BrazeError, NotImplementedError):
     """A NumPy function, method or keyword that braze cannot trace."""
 
 
+class UnsupportedDTypeError(DTypeError, UnsupportedOpError):
+    """A dtype braze does not compile (complex, strings, objects, datetimes,
+    records): a call that meets one, as an argument or inside the function,
+    runs as NumPy, as any other graph break does (``fullgraph=True``: raised)."""
+
+
 class TargetError(BrazeError):
     """An unknown target, or one that is not available on this machine."""
 

@@ -139,8 +139,10 @@ def _fold_views(program: Program) -> None:
     for step in program.steps:
         for i in _step_reads(step):
             use(i)
+    returned: dict[int, int] = {}
     for o in program.graph.outputs:
         use(o)
+        returned[id(o)] = returned.get(id(o), 0) + 1
     # A reshape dropping the size-1 dimensions of a slice only it reads (a column
     # x[:, i], a row, an element) is one NumPy index with integers there.
     for step in program.steps:
@@ -148,7 +150,9 @@ def _fold_views(program: Program) -> None:
         if node is None or node.op != "reshape" or node.inputs[0].op != "slice" or uses.get(id(node.inputs[0])) != 1:
             continue
         sl = node.inputs[0]
-        if (node.aval.ndim == 0  # (all integers would give a NumPy scalar, not a view)
+        if ((node.aval.ndim == 0 and uses.get(id(node)) != returned.get(id(node)))
+                # (all integers give a NumPy scalar: an element only returned, as a guard's
+                # value checked after the run is, a copy as cpu_memory.copied has it)
                 or tuple(d for d in sl.aval.shape if d != 1) != tuple(node.aval.shape)
                 or any(a < 0 for a, _, _ in sl.kw["slices"])):
             continue
@@ -156,6 +160,14 @@ def _fold_views(program: Program) -> None:
         step.index = tuple(int(a) if d == 1 else slice(a, b, c) for d, (a, b, c) in zip(sl.aval.shape, sl.kw["slices"]))
         use(sl, -1)
         use(step.base)
+    # An update storing one constant (``a[i * i::i] = False``) stores the
+    # constant itself; NumPy broadcasts it (np.broadcast_to cost 3 us a call).
+    for step in program.steps:
+        if isinstance(step, Extern) and step.node.op == "update_slice":
+            value = step.node.inputs[1]
+            if value.op == "broadcast_to" and value.inputs[0].op == "const" and value.inputs[0].aval.shape == ():
+                step.fill = value.inputs[0]
+                use(value, -1)
     keep = []
     for step in reversed(program.steps):
         # (a concatenation is dropped when kernels read it as a rotation of its array)
@@ -400,7 +412,7 @@ def lower_program(program: Program, donated=frozenset(), mutable=frozenset()) ->
             cpu_driver.op_step(writer, index, step.node, slot_of, index in memory.inplace,
                                direct=index in direct_updates, rebased=rebased.get(index),
                                fold=(step.base, step.index) if isinstance(step, View) and step.base is not None
-                               else None)
+                               else None, fill=step.fill if isinstance(step, Extern) else None)
         writer.release(dead.get(index))
     run = cpu_driver.finish(writer, layout, [slot_of[id(o)] for o in graph.outputs], len(memory.pool),
                             memory.checks_inputs, program.steps[0].name if program.steps else "empty")

@@ -20,6 +20,7 @@ and the background compile rebinds it to the parallel kernel when ready.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import os
@@ -38,7 +39,7 @@ from . import cpu_cache
 from .base import numpy_loop
 from .generic import weakly_typed
 from .cpu_codegen import const_arg
-from .cpu_memory import fits, outputs, overlapping
+from .cpu_memory import copied, fits, outputs, overlapping
 
 PART = 256  # steps per generated function
 
@@ -342,13 +343,16 @@ def numpy_loop_step(w: Writer, j: int, loop: Loop, slot_of: dict) -> None:
 
 
 def op_step(w: Writer, j: int, node, slot_of: dict, inplace: bool, direct: bool = False, fold=None,
-            rebased=None) -> None:
+            rebased=None, fill=None) -> None:
     """Lines running one op step; ``direct``: an in-place update whose value a
     kernel may have written into place already (``cpu_memory._direct_writes``);
     ``fold``: (base node, index): the view is ``base[index]``; ``rebased``: (the
     memory expression, the complement's keys) of an update whose result goes
-    to the other of two memories (``cpu_memory._rebased_writes``)."""
+    to the other of two memories (``cpu_memory._rebased_writes``); ``fill``:
+    the constant an update stores, broadcast by NumPy (``Extern.fill``)."""
     ins = [f"s[{slot_of[id(i)]}]" for i in node.inputs]
+    if fill is not None:
+        ins[1] = f"s[{slot_of[id(fill)]}]"
     out = slot_of[id(node)]
     if fold is not None:
         base, index = fold
@@ -361,6 +365,8 @@ def op_step(w: Writer, j: int, node, slot_of: dict, inplace: bool, direct: bool 
         expr, key = view
         w.bind(f"V{j}", key)
         fb = w.bind(f"W{j}", _view_fn(node))
+        if not isinstance(node.aval, tuple) and node.aval.shape == () and node.op != "broadcast_to":
+            expr += ".copy()"  # (cpu_memory.copied: an element, not a view keeping its array from updates)
         w.step([f"x = {ins[0]}", f"s[{out}] = {expr} if type(x) is _nd else {fb}(x)"], "view")
         return
     fn = w.bind(f"F{j}", NUMPY_IMPL[node.op])
@@ -390,6 +396,11 @@ def op_step(w: Writer, j: int, node, slot_of: dict, inplace: bool, direct: bool 
         w.step([f"s[{out}] = {fn}{call}  # {node.op}"], _kind(node))
 
 
+def _copy_of(fn, *args, **kw):
+    value = fn(*args, **kw)
+    return value.copy() if type(value) is np.ndarray else value
+
+
 def interpreter(steps, layout, out_slots: list[int], inplace: set, dead: dict, checks: bool):
     """``run(inputs, outs=None)`` for a program of op steps only (no kernels),
     interpreted: NumPy's work dominates such a program, and generating code
@@ -400,6 +411,8 @@ def interpreter(steps, layout, out_slots: list[int], inplace: set, dead: dict, c
         fn = NUMPY_IMPL[node.op]
         if j in inplace:
             fn = _inplace_or_copy(PRIMITIVES[node.op].inplace, fn)
+        elif copied(step):  # (an element: a copy, as op_step makes it)
+            fn = functools.partial(_copy_of, fn)
         elif not isinstance(node.aval, tuple) and node.aval.weak:
             fn = weakly_typed(fn, python_scalar_type(node.aval.dtype))
         ins = tuple(layout.slot_of[id(i)] for i in node.inputs)

@@ -62,7 +62,7 @@ def plan(program, slot_of: dict, donated: frozenset, mutable: frozenset) -> Plan
         produced.append(outs)
         reads.append(ins)
         for s in outs:
-            root[s] = root.get(ins[0], ins[0]) if isinstance(step, View) else s
+            root[s] = root.get(ins[0], ins[0]) if isinstance(step, View) and not copied(step) else s
             if isinstance(step, View) and (step.node.op == "broadcast_to" or ins[0] in spread):
                 spread.add(s)
 
@@ -117,7 +117,7 @@ def plan(program, slot_of: dict, donated: frozenset, mutable: frozenset) -> Plan
                     for later in readers.get(work.pop(), ()):
                         if later > k:
                             last_use[target] = max(last_use[target], later)
-                            if isinstance(steps[later], View):
+                            if isinstance(steps[later], View) and not copied(steps[later]):
                                 for p in produced[later]:
                                     if p not in alias:
                                         alias.add(p)
@@ -138,6 +138,16 @@ def plan(program, slot_of: dict, donated: frozenset, mutable: frozenset) -> Plan
     _direct_writes(steps, reads, produced, readers, root_of, result)
     _rebased_writes(steps, reads, produced, readers, root_of, result, ninputs, mutable)
     return result
+
+
+def copied(step) -> bool:
+    """A view step made as a copy: an element read as a 0-d value (``if a[i]:``,
+    a guard the program returns to check after the run). NumPy's ``a[i]`` is a
+    new scalar, not a view; as a view it would keep every later update of ``a``
+    from writing in place (cpu_driver.op_step makes the copy; a folded one,
+    ``a[i]`` with integers, is NumPy's scalar)."""
+    return (isinstance(step, View) and not isinstance(step.node.aval, tuple)
+            and step.node.aval.shape == () and step.node.op != "broadcast_to")
 
 
 def _carries(node) -> bool:

@@ -283,3 +283,54 @@ def test_a_column_view_is_one_index():
         np.testing.assert_array_equal(got, want)
     plan = f.lower(A).plan
     assert "view slice" not in plan, plan
+
+
+def _sieve(n):
+    is_prime = np.ones(n + 1, dtype=bool)
+    is_prime[:2] = False
+    for i in range(2, int(n ** 0.5) + 1):
+        if is_prime[i]:
+            is_prime[i * i::i] = False
+    return np.nonzero(is_prime)[0]
+
+
+def test_updates_between_element_reads_write_in_place():
+    """``if is_prime[i]: is_prime[i*i::i] = False``: each branch reads an element
+    (a guard, checked after the run) of the array the next update changes.
+    The element is a copy, read before the update, so every update after the
+    first (which turns np.ones' broadcast into an array) writes in place, and
+    stores its constant without broadcasting it: a sieve of 10**6 copied its
+    array at each of its 168 updates."""
+    f = braze.compile(_sieve, target="cpu", static_argnames="n")
+    for n in (2, 30, 2000):
+        np.testing.assert_array_equal(f(n=n), _sieve(n))
+    cpu_cache.wait_background()
+    np.testing.assert_array_equal(f(n=2000), _sieve(2000))
+    program = f._programs.entries[next(k for k in f._programs.entries if "2000" in repr(k))]
+    driver = program.executable.driver
+    updates = f.lower(n=2000).plan.count("update_slice")
+    assert updates == 15 and driver.count("update_slice, in place") == updates - 1, driver
+    assert "broadcast_to" not in driver.split("update_slice", 1)[1], driver
+
+
+@pytest.mark.parametrize("target", ["cpu", "generic"])
+def test_elements_read_between_updates_are_the_values_then(target):
+    """An element read before an update of its array, and one read after, are
+    those values, whichever way each branch goes (a new branch traces again)."""
+    def fn(a):
+        a, keep = a.copy(), a > 0.5
+        seen, total = [], 0.0
+        for i in range(6):
+            seen.append(a[i])  # (returned: the element as it was here)
+            total = total + a[i] * 2  # (and read by a kernel)
+            if keep[i]:  # (the branch's guard: this element of keep, read here)
+                a[i::3] = -1.0
+                keep[i + 1::2] = False
+            seen.append(a[i])
+        return a, keep, seen, total
+
+    f = braze.compile(fn, target=target)
+    for seed in range(6):
+        a = np.random.default_rng(seed).random(12)
+        for got, want in zip(f(a), fn(a)):
+            np.testing.assert_array_equal(got, want)

@@ -34,7 +34,7 @@ from collections import defaultdict
 import numpy as np
 from dataclasses import dataclass, field
 
-from .core import KIND, with_flag
+from .core import KIND, PRIMITIVES, with_flag
 from .graph import Graph, Node
 
 REDUCE_OPS = frozenset(op for op, kind in KIND.items() if kind == "reduce")
@@ -89,6 +89,7 @@ class Extern:
 
     name: str
     node: Node
+    fill: Node | None = None  # an update's value that is one constant broadcast: the constant (a target's fold)
 
 
 @dataclass
@@ -529,20 +530,91 @@ def _order_steps(nodes, group_of) -> tuple[list, list | None]:
         waiting[k] = len(deps)
         for j in deps:
             readers[j].append(k)
+    blockers, unblocks, holds = _overwrites(steps, step_of)
     ready = [k for k in range(len(steps)) if not waiting[k]]
     heapq.heapify(ready)
+    # An update held back (``parked``) while steps reading its input are ready
+    # to run first (``urgent``); when none is, it goes (a copy, as before).
+    urgent: list[int] = []
+    parked_heap: list[int] = []
+    parked, done = [False] * len(steps), [False] * len(steps)
     order = []
-    while ready:
-        k = heapq.heappop(ready)
+    while ready or urgent or parked_heap:
+        if urgent:
+            k = heapq.heappop(urgent)
+            if done[k]:
+                continue
+        elif parked_heap:
+            k = heapq.heappop(parked_heap)
+            if not parked[k]:
+                continue
+            parked[k] = False
+        else:
+            k = heapq.heappop(ready)
+            if done[k]:
+                continue
+            if blockers[k] > 0:
+                parked[k] = True
+                heapq.heappush(parked_heap, k)
+                for r in holds[k]:
+                    if not waiting[r] and not done[r]:
+                        heapq.heappush(urgent, r)
+                continue
+        done[k] = True
         order.append(k)
+        for u in unblocks.get(k, ()):
+            blockers[u] -= 1
+            if blockers[u] == 0 and parked[u]:
+                parked[u] = False
+                heapq.heappush(ready, u)
         for r in readers[k]:
             waiting[r] -= 1
             if not waiting[r]:
-                heapq.heappush(ready, r)
+                heapq.heappush(urgent if any(parked[u] for u in unblocks.get(r, ())) else ready, r)
     if len(order) < len(steps):
         done = set(order)
         return [st for k, st in enumerate(steps) if k not in done], None
     return steps, order
+
+
+def _overwrites(steps, step_of) -> tuple[list[int], dict, dict]:
+    """For each update a target can make in place (``a[i*i::i] = False``), the
+    number of other steps reading the value it updates, directly or through
+    views (``if a[i]:``, a guard read after the trace); ``unblocks``: reader
+    -> the updates it holds back; ``holds``: update -> those readers. Ordered
+    after those reads, the update may write into its input instead of a copy
+    of it (cpu_memory.plan): a sieve of 10**6 elements copied its array at
+    each of its 168 updates. A value read by more than ``MAX_HELD`` steps is
+    not waited for (the work stays linear in the graph)."""
+    blockers = [0] * len(steps)
+    unblocks: dict[int, list[int]] = {}
+    holds: dict[int, list[int]] = {}
+    users: dict[int, list[int]] = {}
+    for k, (_, members) in enumerate(steps):
+        for i in {id(i) for m in members for i in m.inputs}:
+            users.setdefault(i, []).append(k)
+    for k, (group, members) in enumerate(steps):
+        if group is not None or PRIMITIVES[members[0].op].inplace is None:
+            continue
+        seen, work, found = {k}, [members[0].inputs[0]], []
+        while work and len(found) <= MAX_HELD:
+            for r in users.get(id(work.pop()), ()):
+                if r not in seen:
+                    seen.add(r)
+                    found.append(r)
+                    rgroup, rmembers = steps[r]
+                    if rgroup is None and rmembers[0].op in LAYOUT_OPS:  # a view: its readers read the base
+                        work.append(rmembers[0])
+        if len(found) > MAX_HELD:
+            continue
+        blockers[k] = len(found)
+        holds[k] = found
+        for r in found:
+            unblocks.setdefault(r, []).append(k)
+    return blockers, unblocks, holds
+
+
+MAX_HELD = 64
 
 
 def _blocked_groups(remaining) -> list:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import collections
 import functools
 import logging
+import math
 import os
 import threading
 import time
@@ -88,6 +89,7 @@ class Program:
     contents: tuple = ()                          # arrays whose values it holds what NumPy computed of
     shapes: tuple = ()                            # lists, dicts, attribute sets it read (sideeffects.stale)
     proven: bool = False                          # it has run once without an error (api: else dropped on one)
+    flags: tuple | None = None                    # (positions, values) of the 0-d bool/int guards (check_guards)
 
     def current(self) -> bool:
         """Whether no kernel registration since lowering could change the selection."""
@@ -310,12 +312,35 @@ def run(program: Program, inputs: list, name: str, target: str, outs=None) -> li
 
 
 def check_guards(program: Program, values: list) -> None:
-    """Raise GuardFailed if a value the program was specialized on changed."""
-    for (expected, what), value in zip(program.guards, values):
+    """Raise GuardFailed if a value the program was specialized on changed.
+    The 0-d bool and integer guards (counts, flags, elements a branch read: a
+    loop's ``if a[i]:`` makes one per iteration) are compared first as one
+    tuple; where that finds a change, or cannot, each guard is checked."""
+    if program.flags is None:
+        at = tuple(k for k, (e, _) in enumerate(program.guards) if e is not None and e.ndim == 0 and e.dtype.kind in "biu")
+        rest = tuple(k for k in range(len(program.guards)) if k not in set(at))
+        program.flags = (at, tuple(program.guards[k][0].item() for k in at), rest)
+    at, want, rest = program.flags
+    try:
+        if tuple([values[k].item() for k in at]) == want:
+            at = rest  # (only the others are left to check)
+        else:
+            at = range(len(program.guards))
+    except AttributeError:  # (a value that is not a NumPy array or scalar)
+        at = range(len(program.guards))
+    for k in at:
+        (expected, what), value = program.guards[k], values[k]
         if expected is None:
             continue  # a call run for its effect
-        if expected.ndim == 0 and type(value) is np.ndarray and value.ndim == 0 and expected.dtype.kind in "biu":
-            if value.item() != expected.item():  # (the common guard, a count or a flag: 0.3 us, not 10)
+        if expected.ndim == 0 and expected.dtype.kind in "biuf" and (
+                type(value) is np.ndarray and value.ndim == 0 or isinstance(value, np.generic)):
+            # (the common guard, a count, a flag or an element read by a branch: 0.3 us, not 10)
+            v, e = value.item(), expected.item()
+            if expected.dtype.kind == "f":
+                same = v != v and e != e or v == e and math.copysign(1.0, v) == math.copysign(1.0, e)
+            else:
+                same = v == e
+            if not same:
                 raise GuardFailed(f"a value the program was specialized on changed: {what}")
             continue
         value = np.asarray(value.copy_to_host() if hasattr(value, "copy_to_host") else value)

@@ -40,7 +40,10 @@ class Plan:
     checks_inputs: bool = False                               # whether calls must check input overlap
 
 
-def plan(program, slot_of: dict, donated: frozenset, mutable: frozenset) -> Plan:
+def plan(program, slot_of: dict, donated: frozenset, mutable: frozenset, copies_elements: bool = True) -> Plan:
+    """The program's memory: buffers, in-place updates, direct and rebased
+    writes. ``copies_elements``: the target makes an element view a copy
+    (``copied``; the cpu driver does, the cuda one does not)."""
     graph = program.graph
     steps = program.steps
     ninputs = len(graph.inputs)
@@ -48,6 +51,7 @@ def plan(program, slot_of: dict, donated: frozenset, mutable: frozenset) -> Plan
     for k, o in enumerate(graph.outputs):
         out_index.setdefault(slot_of[id(o)], k)
 
+    element = copied if copies_elements else (lambda step: False)
     produced: list[list[int]] = []
     reads: list[list[int]] = []
     root: dict[int, int] = {}
@@ -62,7 +66,7 @@ def plan(program, slot_of: dict, donated: frozenset, mutable: frozenset) -> Plan
         produced.append(outs)
         reads.append(ins)
         for s in outs:
-            root[s] = root.get(ins[0], ins[0]) if isinstance(step, View) and not copied(step) else s
+            root[s] = root.get(ins[0], ins[0]) if isinstance(step, View) and not element(step) else s
             if isinstance(step, View) and (step.node.op == "broadcast_to" or ins[0] in spread):
                 spread.add(s)
 
@@ -117,7 +121,7 @@ def plan(program, slot_of: dict, donated: frozenset, mutable: frozenset) -> Plan
                     for later in readers.get(work.pop(), ()):
                         if later > k:
                             last_use[target] = max(last_use[target], later)
-                            if isinstance(steps[later], View) and not copied(steps[later]):
+                            if isinstance(steps[later], View) and not element(steps[later]):
                                 for p in produced[later]:
                                     if p not in alias:
                                         alias.add(p)

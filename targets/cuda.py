@@ -366,7 +366,7 @@ def lower_program(program: Program, donated=frozenset(), mutable=frozenset()) ->
     layout = SlotLayout(graph)
     slot_of = layout.slot_of
     runners, sources, notes = [], [], {}  # notes: step name -> how the cuda target runs it
-    memory = cpu_memory.plan(program, slot_of, donated, frozenset())
+    memory = cpu_memory.plan(program, slot_of, donated, frozenset(), copies_elements=False)
     ninputs = len(graph.inputs)
     local = threading.local()
     for step in program.steps:

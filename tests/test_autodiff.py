@@ -727,6 +727,24 @@ def test_watched_values_written_into_a_buffer_the_function_made_keep_their_gradi
     np.testing.assert_allclose(grad(x), want, rtol=1e-12)
 
 
+@pytest.mark.parametrize("compiled", [False, True])
+def test_watched_values_written_into_eye_identity_and_tri_keep_their_gradient(compiled):
+    """``L = np.eye(n); L[k, i] = w`` (Doolittle's LU): the matrix constructors
+    are watched buffers under a tape as np.zeros is; NumPy's setitem refused
+    ``w`` (float() of a watched value), eagerly and compiled."""
+    def loss(a):
+        L = np.eye(3)
+        L[1, 0] = a[0] * 2
+        T = np.tri(3)
+        T[0, 2] = a[1] ** 2
+        return L.sum() + (T @ a).sum() + (np.identity(3)[[0, 2]] * a).sum()
+
+    a = np.array([1.0, 2.0, 3.0])
+    grad = braze.compile(braze.grad(loss), target="cpu") if compiled else braze.grad(loss)
+    # L: 2 a0; T @ a summed: 3 a0 + 2 a1 + (1 + a1^2) a2; the rows of identity: a0 + a2
+    np.testing.assert_allclose(grad(a), [2 + 3 + 1, 2 + 2 * a[1] * a[2], 1 + a[1] ** 2 + 1], rtol=1e-12)
+
+
 @pytest.mark.parametrize("convert", [float, complex, lambda w: w.item(), lambda w: w.tolist()])
 def test_a_watched_value_made_a_python_number_is_an_error_not_a_zero_gradient(convert):
     def loss(x):

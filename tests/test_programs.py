@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 import braze
-from programs import everyday, field, gpt2, heat, lenet, ml, more, polybench, science, sims, with_scipy
+from programs import classic, everyday, field, gpt2, heat, lenet, ml, more, polybench, science, sims, with_scipy
 
-MODULES = (polybench, lenet, heat, science, ml, more, with_scipy, everyday, sims, field)
+MODULES = (polybench, lenet, heat, science, ml, more, with_scipy, everyday, sims, field, classic)
 EXAMPLES = {name: example for mod in MODULES for name, example in mod.EXAMPLES.items()}
 
 
@@ -94,6 +94,11 @@ DIFFERENTIABLE.update(adam_quadratic=True, cosine_similarity=True, pairwise_dist
 DIFFERENTIABLE.update({name: False for name in (
     "clip_inplace_out", "einsum_attention_heads", "float32_scalars", "gradient_diff", "mask_assign",
     "median_filter_rows", "periodic_particles", "rolling_mean_cumsum", "sor_sweeps")}, softmax_temperature=True)
+# (classic.py; gauss_pivot's b.copy() of an argument not differentiated is a plain NumPy
+# array under the eager tape, which refuses the watched values written into it: its
+# compiled gradient is checked below)
+DIFFERENTIABLE.update({name: False for name in (
+    "burgers", "rolling_std", "bilinear", "masked_edits", "lu_doolittle")})
 
 
 # Fewer time steps for the gradient of the integrators (their corpus runs are
@@ -126,3 +131,20 @@ def test_program_gradient_matches_finite_differences(name):
     for grad in (braze.grad(loss), braze.compile(braze.grad(loss), target="cpu")):
         np.testing.assert_allclose(grad(np.array(args[0], dtype=np.float64)), want, rtol=1e-5,
                                    atol=1e-7 * np.abs(want).max())
+
+
+def test_a_copy_of_an_argument_written_with_watched_values_is_refused_not_zero():
+    """gauss_pivot writes values computed from A into b.copy(), b an argument
+    not differentiated: the tape watches A and the arrays made inside the
+    function (np.zeros, np.eye), not a copy of b, so it cannot record those
+    writes. It says so, eagerly and compiled; it never returns a zero."""
+    A, b = EXAMPLES["gauss_pivot"][1](5)
+
+    def loss(A, b):
+        return (classic.gauss_pivot(A, b) * np.arange(1.0, 6.0)).sum()
+
+    with pytest.raises(braze.TraceError, match="stored into an array the tape does not watch"):
+        braze.compile(braze.grad(loss), target="cpu")(A, b)
+    with pytest.raises((braze.GradientError, ValueError)) as info:
+        braze.grad(loss)(A, b)
+    assert isinstance(info.value, braze.GradientError) or isinstance(info.value.__cause__, braze.GradientError)

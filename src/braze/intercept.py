@@ -32,7 +32,8 @@ Limits (documented in the README):
   keeps NumPy's originals.
 * ``np.empty`` is traced as ``np.zeros`` (its contents are unspecified).
 * ``np.eye``/``np.identity``/``np.tri`` inside a trace return their NumPy
-  value as a traced constant. Other constructors (``arange``, ``linspace``,
+  value as a traced constant (under a tape, a float one is watched as
+  ``np.zeros``' buffer is). Other constructors (``arange``, ``linspace``,
   ...) return NumPy arrays as usual and become captured constants where
   traced values meet them.
 * A ``numba.njit`` function compiled *in another thread while a trace runs*
@@ -146,10 +147,18 @@ def _matrix_constructor(name: str):
 
     @functools.wraps(original)
     def wrapper(*args, **kwargs):
-        if (not kwargs.get("like") and _context_kind() == "trace" and _from_user_code()
-                and _named_on_callers_line(name)):
-            return current_context().constant(original(*args, **kwargs))
-        return original(*args, **kwargs)
+        kind = _context_kind()
+        if kind is None or kwargs.get("like") or not _from_user_code() or not _named_on_callers_line(name):
+            return original(*args, **kwargs)
+        value = original(*args, **kwargs)
+        if kind == "trace":
+            return current_context().constant(value)
+        # under a tape, a float matrix is watched as np.zeros' buffer is: ``L = np.eye(n);
+        # L[k, i] = w`` is recorded (else NumPy's setitem converted w, refused: no gradient)
+        tape = current_context()
+        if getattr(tape._parent, "intercepts", None) == "trace":
+            value = tape._parent.constant(value)
+        return tape.buffer(value) if value.dtype.kind in "fc" else value
 
     return wrapper
 

@@ -7,6 +7,7 @@ import braze
 from braze.targets import cpu_cache
 
 from _compare import assert_same
+from programs.classic import sieve as _sieve
 
 
 def two_kernels(x):
@@ -283,15 +284,6 @@ def test_a_column_view_is_one_index():
         np.testing.assert_array_equal(got, want)
     plan = f.lower(A).plan
     assert "view slice" not in plan, plan
-
-
-def _sieve(n):
-    is_prime = np.ones(n + 1, dtype=bool)
-    is_prime[:2] = False
-    for i in range(2, int(n ** 0.5) + 1):
-        if is_prime[i]:
-            is_prime[i * i::i] = False
-    return np.nonzero(is_prime)[0]
 
 
 def test_updates_between_element_reads_write_in_place():

@@ -360,6 +360,11 @@ def op_step(w: Writer, j: int, node, slot_of: dict, inplace: bool, direct: bool 
         fb = w.bind(f"W{j}", lambda x, index=index: np.asarray(x)[index])
         w.step([f"x = s[{slot_of[id(base)]}]", f"s[{out}] = x[{key}] if type(x) is _nd else {fb}(x)"], "view")
         return
+    if node.op == "broadcast_to" and node.inputs[0].op == "const" and node.aval.shape:
+        # (np.ones(n), a constant broadcast: made once here, read-only, as at every call)
+        made = NUMPY_IMPL["broadcast_to"](node.inputs[0].kw["value"].value, **node.kw)
+        w.step([f"s[{out}] = {w.bind(f'B{j}', made)}  # broadcast_to, a constant"], "view")
+        return
     view = None if inplace else _view_expr(node, f"V{j}", "x")
     if view is not None:
         expr, key = view

@@ -14,7 +14,7 @@ import functools
 import gc
 import threading
 import weakref
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -143,18 +143,19 @@ def collector_paused():
                 gc.enable()
 
 
-def toposort(outputs: Iterable[Node]) -> list[Node]:
-    """Every node the outputs depend on, each after its inputs (iterative DFS)."""
+def toposort(outputs: Iterable[Node], known: Callable[[Node], bool] | None = None) -> list[Node]:
+    """Every node the outputs depend on, each after its inputs (iterative DFS);
+    with ``known``, not the nodes it says are known, nor past them."""
     order, seen = [], set()
     for root in outputs:
-        if id(root) in seen:
+        if id(root) in seen or (known is not None and known(root)):
             continue
         stack = [(root, iter(root.inputs))]
         seen.add(id(root))
         while stack:
             node, it = stack[-1]
             for child in it:
-                if id(child) not in seen:
+                if id(child) not in seen and (known is None or not known(child)):
                     seen.add(id(child))
                     stack.append((child, iter(child.inputs)))
                     break

@@ -19,6 +19,7 @@ import collections
 import functools
 import logging
 import math
+import operator
 import os
 import threading
 import time
@@ -319,15 +320,12 @@ def check_guards(program: Program, values: list) -> None:
     if program.flags is None:
         at = tuple(k for k, (e, _) in enumerate(program.guards) if e is not None and e.ndim == 0 and e.dtype.kind in "biu")
         rest = tuple(k for k in range(len(program.guards)) if k not in set(at))
-        program.flags = (at, tuple(program.guards[k][0].item() for k in at), rest)
-    at, want, rest = program.flags
-    try:
-        if tuple([values[k].item() for k in at]) == want:
-            at = rest  # (only the others are left to check)
-        else:
-            at = range(len(program.guards))
-    except AttributeError:  # (a value that is not a NumPy array or scalar)
-        at = range(len(program.guards))
+        pick = operator.itemgetter(*at) if len(at) > 1 else (lambda v, k=at: tuple(v[j] for j in k))
+        program.flags = (pick, tuple(program.guards[k][0][()] for k in at), rest)
+    pick, want, rest = program.flags
+    # (NumPy scalars against NumPy scalars: np.True_ is one object, integers compare in
+    # NumPy's scalar math; a 0-d array's comparison is a NumPy bool too)
+    at = rest if pick(values) == want else range(len(program.guards))
     for k in at:
         (expected, what), value = program.guards[k], values[k]
         if expected is None:

@@ -334,9 +334,9 @@ def test_matmul_hands_blas_dense_operands(monkeypatch):
         return real(a, b)
 
     monkeypatch.setattr(linalg.np, "matmul", spy)
-    A = np.arange(64.0).reshape(8, 8)  # (contractions longer than SMALL_CONTRACTION: BLAS calls)
-    f = braze.compile(lambda A: A @ np.ones(A.shape[1]) + np.ones(8) @ A, target="cpu")
-    np.testing.assert_allclose(f(A), A @ np.ones(8) + np.ones(8) @ A)
+    A = np.arange(40_000.0).reshape(200, 200)  # (more products than passes.SMALL_REDUCED: BLAS calls)
+    f = braze.compile(lambda A: A @ np.ones(A.shape[1]) + np.ones(200) @ A, target="cpu")
+    np.testing.assert_allclose(f(A), A @ np.ones(200) + np.ones(200) @ A)
     assert seen and all(0 not in sa and 0 not in sb for sa, sb in seen), seen
 
 
@@ -399,6 +399,34 @@ def test_small_contractions_are_written_out_and_match_numpy(name, fn, shapes, wr
         np.testing.assert_array_equal(got, want)
     plan = f.lower(a, b).plan
     assert ("matmul" not in plan and "einsum" not in plan) == written, plan
+
+
+VECTOR_PRODUCTS = [  # (name, fn, shapes)
+    ("dot", lambda a, b: a @ b, ((40,), (40,))),
+    ("dot of strided slices, then an update", lambda a, b: a[1, 3:] @ b[3:, 2] - a[2, 2], ((30, 30), (30, 30))),
+    ("matrix @ vector", lambda a, b: a @ b, ((30, 30), (30,))),
+    ("transposed matrix @ vector", lambda a, b: a.T @ b, ((30, 20), (30,))),
+    ("vector @ matrix", lambda a, b: a @ b, ((30,), (30, 25))),
+    ("np.dot of vectors", lambda a, b: np.dot(a, b) * 2.0, ((100,), (100,))),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("name,fn,shapes", VECTOR_PRODUCTS, ids=[s[0] for s in VECTOR_PRODUCTS])
+def test_small_products_with_a_vector_operand_are_sums_in_a_kernel(name, fn, shapes, dtype):
+    """``L[i, :i] @ U[:i, k]``, a small ``A @ x``: at most SMALL_REDUCED products,
+    a multiply and a sum in one kernel with what is around them, no BLAS call
+    and no view steps for its operands; NumPy's values to the order of the
+    sum, with NaN and inf, and its dtype and shape."""
+    rng = np.random.default_rng(6)
+    a, b = ((rng.standard_normal(s) * 3).astype(dtype) for s in shapes)
+    a.flat[1], b.flat[-2] = np.nan, np.inf
+    f = braze.compile(fn, target="cpu")
+    got, want = f(a, b), fn(a, b)
+    assert np.asarray(got).dtype == np.asarray(want).dtype and np.shape(got) == np.shape(want)
+    k = shapes[0][-1]
+    np.testing.assert_allclose(got, want, rtol=4 * k * np.finfo(dtype).eps, atol=4 * k * np.finfo(dtype).eps * 9)
+    assert "matmul" not in f.lower(a, b).plan
 
 
 def test_longer_contractions_and_diagonals_stay_blas_and_einsum():

@@ -183,6 +183,12 @@ SMALL_CONTRACTION = 6
 # ... and a transposed right operand is read with a stride, which only a small
 # result (a Kalman filter's F @ P @ F.T, 4x4) afford: its BLAS call cost more.
 SMALL_STRIDED = 64
+# A product with a vector operand (``L[i, :i] @ U[:i, k]``, ``A[i, i + 1:] @
+# x[i + 1:]``, a small ``A @ x``) of at most this many products is a multiply
+# and a sum over the contracted axis: a reduction kernel fused with the
+# elementwise work around it, where a BLAS call (3-4 us, two view steps)
+# computed a handful of products (Doolittle's LU at n = 30: 588 of them).
+SMALL_REDUCED = 1 << 14
 
 
 def small_contractions(graph: Graph) -> Graph:
@@ -204,6 +210,8 @@ def small_contractions(graph: Graph) -> Graph:
             if a.aval.ndim < 1 or b.aval.ndim < 1:
                 return node
             k = a.aval.shape[-1]
+            if k > SMALL_CONTRACTION and _plain_operands(node) and np.dtype(node.aval.dtype).kind == "f":
+                return _reduced_product(node) or node
             if not 1 <= k <= SMALL_CONTRACTION or not _plain_operands(node) \
                     or (_strided_last(b) and node.aval.size > SMALL_STRIDED):
                 return node
@@ -228,6 +236,26 @@ def small_contractions(graph: Graph) -> Graph:
         return node
 
     return rewrite(graph, visit)
+
+
+def _reduced_product(node: Node) -> Node | None:
+    """``a @ b`` with a vector operand and at most SMALL_REDUCED products, as
+    ``(a * b).sum(axis)`` over the contracted axis (None if not such a product)."""
+    a, b = node.inputs
+    (m, k), (k2, n) = (a.aval.shape if a.aval.ndim == 2 else (1, a.aval.shape[0])), \
+        (b.aval.shape if b.aval.ndim == 2 else (b.aval.shape[0], 1))
+    if a.aval.ndim > 2 or b.aval.ndim > 2 or 2 == a.aval.ndim == b.aval.ndim or m * k * n > SMALL_REDUCED:
+        return None
+    dtype = node.aval.dtype
+    if b.aval.ndim == 1:  # (a dot, or a matrix times a vector: the sum along each row)
+        rows = a if a.aval.ndim == 1 else None
+        prod = Node.make("multiply", (a, b if rows is not None else _reshape(b, (1, k))),
+                         Aval(tuple(a.aval.shape), dtype, False))
+        axis = a.aval.ndim - 1
+    else:  # (a vector times a matrix: the sum down each column)
+        prod = Node.make("multiply", (_reshape(a, (k, 1)), b), Aval((k, n), dtype, False))
+        axis = 0
+    return Node.make("reduce_sum", (prod,), Aval(tuple(node.aval.shape), dtype, False), axes=(axis,), keepdims=False)
 
 
 def _strided_last(x: Node) -> bool:

@@ -673,3 +673,22 @@ def test_setitem_with_a_mask_among_slices_wrong_count_raises_as_numpy():
         fn(a, v)
     with pytest.raises(ValueError, match="cannot assign 7 input values"):
         braze.compile(fn, target="generic")(a, v)
+
+
+@pytest.mark.parametrize("target", ["generic", "cpu"])
+def test_a_list_index_holding_a_traced_scalar_is_traced_not_a_guard(target):
+    """``A[[k, p]] = A[[p, k]]`` with p an argmax (partial pivoting): the list is
+    an index array braze builds, so new data with other pivots runs the same
+    program, where converting the list guarded every pivot's value."""
+    def swap(A, b):
+        A = A.copy()
+        p = np.argmax(np.abs(A[:, 0]))
+        A[[0, p]] = A[[p, 0]]
+        return A, A[[p, 1], 2] * b[[1, p]], A[[[p], [0]], [1, 3]]
+
+    f = braze.compile(swap, target=target)
+    for seed in range(4):
+        A = make("float64", (5, 4), 60 + seed)
+        for got, want in zip(f(A, np.arange(5.0)), swap(A, np.arange(5.0))):
+            assert_same(got, want)
+    assert f.cache_info().reasons == ["first call"], f.cache_info().reasons  # (no re-specializing)

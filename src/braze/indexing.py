@@ -47,6 +47,13 @@ def _entries(key, shape):
         key = (key,)
     entries = []
     for k in key:
+        if isinstance(k, list) and not _plain(k):
+            # ``A[[k, p]]`` with a traced pivot p: an index array built by braze (a stack),
+            # not converted by NumPy (a graph break guarding every pivot's value)
+            k = bnp.array(k)
+        if _is_traced(k):
+            known = getattr(k, "_known_value", lambda: None)()
+            k = k if known is None else known  # (a constant: its value, as NumPy's index)
         if k is None:
             entries.append(("none", None))
         elif k is Ellipsis:
@@ -74,8 +81,6 @@ def _entries(key, shape):
                 entries.append(("array", arr))
             else:
                 raise IndexTypeError(f"getitem: index arrays must be integers or booleans, got {arr.dtype}{where()}")
-        elif _is_traced(k) and getattr(k, "_known_value", lambda: None)() is not None:
-            entries.extend(_entries((k._known_value(),), (None,) * len(k.shape)))
         elif _is_traced(k):
             kind = np.dtype(k.dtype).kind
             if kind == "b":

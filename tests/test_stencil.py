@@ -179,6 +179,29 @@ def test_rolls_along_rows_at_every_shift_split_the_row_where_they_wrap():
     assert "bp.sort()" not in f.lower(a, b).source
 
 
+def test_rolls_of_a_1d_array_split_its_loop_where_they_wrap():
+    """An elementwise kernel over a 1-D array reading it rolled (rule 30's
+    ``np.roll(cells, 1)``, a ring of particles) runs segments cut where each
+    roll wraps, as a row does: every shift, uint8 and float64, a strided input,
+    the parallel variant's prange over each segment."""
+    for dtype in (np.uint8, np.float64):
+        x = (np.random.default_rng(5).random(200) * 100).astype(dtype)
+        for s in (-201, -200, -7, -1, 0, 1, 3, 100, 199, 200, 401):
+            def fn(x, s=s):
+                return (np.roll(x, s) ^ (x | np.roll(x, -2 * s))) if dtype == np.uint8 else \
+                    np.roll(x, s) - 2 * x + np.roll(x, -2 * s)
+
+            f = braze.compile(fn, target="cpu")
+            assert_same(f(x), fn(x))
+            assert_same(f(x[::-2]), fn(x[::-2]))
+        assert "bp.sort()" in f.lower(x).source
+    from braze.targets.cpu_codegen import PARALLEL_MIN
+    big = np.arange(PARALLEL_MIN + 5, dtype=np.float64)
+    f = braze.compile(lambda x: np.roll(x, 3) * 2 - np.roll(x, -5), target="cpu")
+    assert_same(f(big), np.roll(big, 3) * 2 - np.roll(big, -5))
+    assert "prange(js, je)" in f.lower(big).source
+
+
 def _periodic(u, c):  # rolls of every sign, of an elementwise value, several axes at once, a shift past n
     lap = np.roll(u, 1, 0) + np.roll(u, -1, 0) + np.roll(u, 1, 1) + np.roll(u, -1, 1) - 4 * u
     v = u + c * lap

@@ -602,6 +602,8 @@ def _overwrites(steps, step_of) -> tuple[list[int], dict, dict]:
                 if r not in seen:
                     seen.add(r)
                     found.append(r)
+                    if len(found) > MAX_HELD:  # (one value read by thousands: each update stops here)
+                        break
                     rgroup, rmembers = steps[r]
                     if rgroup is None and rmembers[0].op in LAYOUT_OPS:  # a view: its readers read the base
                         work.append(rmembers[0])

@@ -326,3 +326,26 @@ def test_elements_read_between_updates_are_the_values_then(target):
         a = np.random.default_rng(seed).random(12)
         for got, want in zip(f(a), fn(a)):
             np.testing.assert_array_equal(got, want)
+
+
+def test_an_element_read_by_a_call_braze_does_not_trace_is_a_copy_before_an_update_in_place():
+    """``x = a[2]`` read by SciPy (a graph break) and returned, then ``a`` updated
+    in place: the element is the value before the update (a view of ``a``, as
+    the step was, showed the 0.0 written later)."""
+    import scipy.special
+
+    def fn(m, v):
+        a = m @ v
+        x = a[2]
+        g = scipy.special.gammaln(x)
+        a[1:4] = 0.0
+        return a, x, g
+
+    f = braze.compile(fn, target="cpu")
+    m, v = np.arange(36.0).reshape(6, 6) / 50, np.ones(6)
+    for _ in range(2):
+        for got, want in zip(f(m, v), fn(m, v)):
+            np.testing.assert_allclose(got, want, rtol=1e-14)  # (m @ v summed in braze's order)
+        cpu_cache.wait_background()
+    (program,) = f._programs.entries.values()
+    assert "update_slice, in place" in program.executable.driver

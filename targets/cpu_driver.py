@@ -435,11 +435,12 @@ def interpreter(steps, layout, out_slots: list[int], inplace: set, dead: dict, c
     def run(inputs, outs=None):
         s = layout.fill(inputs)
         safe = not ((checks or outs is not None) and overlapping(list(inputs) + list(outs or ())))
-        for fn, ins, out, kw, release, inplace_step in plan:
-            args = [s[i] for i in ins]
-            s[out] = fn(safe, *args, **kw) if inplace_step else fn(*args, **kw)
-            for r in release:
-                s[r] = None
+        with np.errstate(all="ignore"):  # (as the compiled tier: no floating-point warnings, see generic)
+            for fn, ins, out, kw, release, inplace_step in plan:
+                args = [s[i] for i in ins]
+                s[out] = fn(safe, *args, **kw) if inplace_step else fn(*args, **kw)
+                for r in release:
+                    s[r] = None
         return [s[j] for j in out_slots]
 
     return run

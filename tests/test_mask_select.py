@@ -193,3 +193,124 @@ def test_gradient_through_a_masked_update():
     grad = braze.compile(braze.grad(loss), target="cpu")(x)
     np.testing.assert_allclose(grad, central_differences(loss, x), rtol=1e-6, atol=1e-8)
     assert np.abs(grad).min() > 0
+
+
+def escape_step(zr, zi, cr, ci, count):
+    """One Mandelbrot iteration as NumPy tutorials write it: ``zr_new`` is read
+    before ``zi`` is stored, so it must see the old ``zi``."""
+    zr, zi, count = zr.copy(), zi.copy(), count.copy()
+    mask = zr * zr + zi * zi < 4.0
+    zr_new = zr[mask] ** 2 - zi[mask] ** 2 + cr[mask]
+    zi[mask] = 2 * zr[mask] * zi[mask] + ci[mask]
+    zr[mask] = zr_new
+    count[mask] += 1
+    return zr, zi, count
+
+
+def scaled_logs(x):
+    y = x.copy()
+    y[y > 0] = np.log(y[y > 0]) * np.float32(2) + 1  # (a NumPy scalar beside a Python one)
+    return y
+
+
+def rows_scaled(x, w):
+    y = x.copy()
+    m = y[:, 0] > 0
+    y[m] = y[m] * w - np.abs(y[m])
+    return y
+
+
+def halved_into_ints(k, x):
+    k = k.copy()
+    k[x > 0] = x[x > 0] * 2.5  # (float values cast into an int array, as NumPy's store casts)
+    return k
+
+
+def _no_selection_left(f, *args):
+    ops = {n.op for n in f.lower(*args).ir.nodes}
+    assert "compress" not in ops and "gather" not in ops, ops
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_masked_store_of_computed_values_is_a_where_over_whole_arrays(target):
+    """``x[mask] = f(a[mask], b[mask])`` computes ``f`` over the whole arrays and
+    keeps the selected elements (np.where): the same ops on the same operands
+    for each selected element, no compaction or gather left in the program,
+    and a guard on the mask's count still traces again when it changes."""
+    rng = np.random.default_rng(7)
+    specials = np.array([np.nan, np.inf, -np.inf, 1e30, -1e-30, 0.0, -0.0, 1e-30])
+    for dtype in (np.float32, np.float64):
+        f = braze.compile(escape_step, target=target)
+        for size in (1, 9, 40):  # (a new count each call: traced again, never stale)
+            cr = rng.uniform(-2, 1, size).astype(dtype)
+            ci = rng.uniform(-1.5, 1.5, size).astype(dtype)
+            args = (cr * 0.5, ci * 0.5, cr, ci, np.zeros(size, np.int32))
+            for got, want in zip(f(*args), escape_step(*args)):
+                assert got.dtype == want.dtype
+                np.testing.assert_array_equal(got, want)
+        _no_selection_left(f, *args)
+        g = braze.compile(scaled_logs, target=target)
+        for x in (specials.astype(dtype), rng.standard_normal(17).astype(dtype), -np.ones(3, dtype)):
+            with np.errstate(all="ignore"):
+                want = scaled_logs(x)
+            got = g(x)
+            assert got.dtype == want.dtype
+            assert np.array_equal(np.isnan(got), np.isnan(want))  # (log: braze's, within its ulp)
+            np.testing.assert_array_max_ulp(np.nan_to_num(got), np.nan_to_num(want), maxulp=2)
+        _no_selection_left(g, specials.astype(dtype))
+    x, w = rng.standard_normal((7, 3)), np.array([1.0, -2.0, 3.0])
+    np.testing.assert_array_equal(braze.compile(rows_scaled, target=target)(x, w), rows_scaled(x, w))
+    _no_selection_left(braze.compile(rows_scaled, target=target), x, w)
+    k, x = np.arange(-4, 5), np.linspace(-1, 1, 9)
+    got = braze.compile(halved_into_ints, target=target)(k, x)
+    assert got.dtype == k.dtype
+    np.testing.assert_array_equal(got, halved_into_ints(k, x))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_masked_store_over_whole_arrays_warns_where_numpy_does_not_never(target):
+    """Unselected elements are computed too (a log of negatives, a division by
+    zero): no target says so, as NumPy, which never computed them, does not."""
+    import warnings
+
+    def guarded_division(x):
+        x = x.copy()
+        x[x != 0] = 7 // x[x != 0] + 100 % x[x != 0]
+        return x
+
+    x = np.array([0, 3, -2, 0, 5, np.iinfo(np.int64).min])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_array_equal(braze.compile(guarded_division, target=target)(x), guarded_division(x))
+        np.testing.assert_array_max_ulp(braze.compile(scaled_logs, target=target)(np.array([-1.0, 2.0])),
+                                        scaled_logs(np.array([-1.0, 2.0])), maxulp=2)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_selection_read_elsewhere_or_counted_in_python_stays_guarded(target):
+    def store_and_return(x):
+        y = x.copy()
+        picked = y[y > 0]
+        y[y > 0] = picked * 2
+        return y, picked, len(picked) + 0.5 * picked.size
+
+    f = braze.compile(store_and_return, target=target)
+    rng = np.random.default_rng(2)
+    for size in (5, 12, 12, 3):
+        x = rng.standard_normal(size)
+        for got, want in zip(f(x), store_and_return(x)):
+            np.testing.assert_array_equal(got, want)
+    assert "compress" in {n.op for n in f.lower(x).ir.nodes}
+
+
+def test_gradient_through_a_masked_store_of_computed_values():
+    def loss(x, c):
+        y = x.copy()
+        y[y > 0.5] = np.sin(y[y > 0.5]) * 3.0 + c[y > 0.5]
+        return (y ** 2).sum()
+
+    rng = np.random.default_rng(5)
+    x, c = rng.random(12), rng.random(12)
+    grad = braze.compile(braze.grad(loss), target="cpu")(x, c)
+    np.testing.assert_allclose(grad, central_differences(lambda v: loss(v, c), x), rtol=1e-6, atol=1e-8)
+    assert np.abs(grad).min() > 0

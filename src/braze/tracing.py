@@ -398,6 +398,36 @@ class GraphContext:
                           f"{int(np.prod(node.aval.shape))} elements (a guard re-traces when the count changes)")
         return out
 
+    def count_unread_selections(self, roots: list) -> None:
+        """Each selection guard (``x[mask]``) that the program's results, and the
+        other guards, do not read becomes a guard on its mask's count instead:
+        the same condition, checked after the run, without compacting the
+        elements (a masked store computed over whole arrays, ``zi[mask] = 2 *
+        zr[mask] * zi[mask] + ci[mask]``, read its selections only to trace)."""
+        from .graph import toposort
+        from .ops.reduce import reduce_sum
+
+        flat = [k for k, (n, expected, _) in enumerate(self.guards) if n.op == "compress" and expected is None
+                and n.inputs[1].aval.shape == n.inputs[0].aval.shape]
+        if not flat:
+            return
+        chosen = set(flat)
+        live = {id(n) for n in toposort(list(roots) + [g for k, (g, _, _) in enumerate(self.guards)
+                                                         if k not in chosen])}
+        guards, counted = [], set()
+        for k, (node, expected, what) in enumerate(self.guards):
+            if k in chosen and id(node) not in live:
+                mask = node.inputs[1]
+                count = reduce_sum(Tracer(self, mask), axes=tuple(range(mask.aval.ndim)))
+                while not isinstance(count, Tracer):  # (watched by a gradient tape: the value it records)
+                    count = count._value_
+                if id(count._node) in counted:
+                    continue  # (selections by one mask: one count)
+                counted.add(id(count._node))
+                node, expected = count._node, np.array(node.aval.shape[0], dtype=count._node.aval.dtype)
+            guards.append((node, expected, what))
+        self.guards = guards
+
     def host_call(self, fn: Callable, name: str, args: tuple, kwargs: dict, why: str):
         """``fn(*args, **kwargs)`` as a graph break: run on the concrete values now,
         recorded as one ``host_call`` node the program runs (NumPy, SciPy, whatever
@@ -804,6 +834,7 @@ def trace_flat(fn: Callable, avals: list[Aval], names: list[str] | None = None, 
                 elif isinstance(o, Tracer) and spec.view is None:
                     spec.result_view = _view_of_result(o, first, k)
             final = [t._node for t in inputs]
+            ctx.count_unread_selections(out_nodes + [f for f, o in zip(final, originals) if f is not o])
     finally:
         pop_context(ctx)
     mutated = [i for i, (a, b) in enumerate(zip(originals, final)) if a is not b]

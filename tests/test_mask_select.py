@@ -314,3 +314,118 @@ def test_gradient_through_a_masked_store_of_computed_values():
     grad = braze.compile(braze.grad(loss), target="cpu")(x, c)
     np.testing.assert_allclose(grad, central_differences(lambda v: loss(v, c), x), rtol=1e-6, atol=1e-8)
     assert np.abs(grad).min() > 0
+
+
+# Programs that read a selection's length, each way Python and NumPy can: each
+# must trace again when the count changes (or never drop the count's guard).
+def _len_in_python(x):
+    x = x.copy()
+    n = len(x[x > 0])
+    x[x > 0] = x[x > 0] * 2
+    return x * n
+
+
+def _zeros_like_selection(x):
+    x = x.copy()
+    sel = x[x > 0]
+    y = np.zeros_like(sel)
+    x[x > 0] = sel * 2
+    return x, y
+
+
+def _arange_of_size(x):
+    x = x.copy()
+    sel = x[x > 0] + 1
+    x[x > 0] = sel
+    return x, np.arange(sel.size)
+
+
+def _shape_returned(x):
+    x = x.copy()
+    sel = x[x > 0]
+    x[x > 0] = sel + 1
+    return x, float(sel.shape[0])
+
+
+def _sliced(x):
+    x = x.copy()
+    sel = x[x > 0] * 2
+    x[x > 0] = sel
+    return x, sel[:3].sum()
+
+
+def _iterated(x):
+    x = x.copy()
+    total = 0.0
+    for v in x[x > 0]:
+        total = total + v
+    x[x > 0] = x[x > 0] - 1
+    return x, total
+
+
+def _mean_of_selection(x):
+    x = x.copy()
+    m = np.mean(x[x > 0])
+    x[x > 0] = x[x > 0] * 3
+    return x, m
+
+
+def _broadcast_by_shape(x):
+    x = x.copy()
+    sel = x[x > 0]
+    x[x > 0] = sel * np.ones(len(sel))
+    return x, np.broadcast_to(2.0, sel.shape)
+
+
+def _branch_on_count(x):
+    x = x.copy()
+    if x[x > 0].shape[0] > 4:
+        x[x > 0] = 0.0
+    else:
+        x[x > 0] = x[x > 0] * 2
+    return x
+
+
+def _reversed_store(x):
+    x = x.copy()
+    x[x > 0] = x[x > 0][::-1]
+    return x
+
+
+def _sorted_store(x):
+    x = x.copy()
+    x[x > 0] = np.sort(x[x > 0])
+    return x
+
+
+LENGTH_READERS = [_len_in_python, _zeros_like_selection, _arange_of_size, _shape_returned, _sliced, _iterated,
+                  _mean_of_selection, _broadcast_by_shape, _branch_on_count, _reversed_store, _sorted_store]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("fn", LENGTH_READERS, ids=lambda fn: fn.__name__.strip("_"))
+def test_a_selection_whose_length_is_read_still_traces_again_for_a_new_count(fn, target):
+    f = braze.compile(fn, target=target)
+    for x in (np.array([1.0, -2.0, 3.0, 4.0, -1.0, 0.5]), np.array([-1.0, 2.0, -3.0, 0.25, -1.0, -2.0]),
+              np.array([5.0, 6.0, -7.0, 8.0, 9.0, 1.0]), -np.ones(6), np.arange(1.0, 7.0)):  # (one shape)
+        got, want = f(x), fn(x)
+        for g, w in zip(got if isinstance(want, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+            assert np.shape(g) == np.shape(w)
+            np.testing.assert_allclose(g, w, rtol=1e-12)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_masked_store_whose_selections_nothing_measures_runs_any_count_untraced(target):
+    """Mandelbrot's iteration reads its selections only to store them back
+    through the mask: no length is read, so a new grid (another count at each
+    iteration) runs the program traced once."""
+    f = braze.compile(escape_step, target=target)
+    rng = np.random.default_rng(11)
+    for size in (12, 12, 12, 12):
+        cr, ci = rng.uniform(-2, 1, size), rng.uniform(-1.5, 1.5, size)
+        args = (cr * rng.random(size) * 3, ci * rng.random(size) * 3, cr, ci, np.zeros(size, np.int32))
+        for got, want in zip(f(*args), escape_step(*args)):
+            np.testing.assert_array_equal(got, want)
+    info = f.cache_info()
+    assert info.misses == 1 and info.hits == 3, info.reasons
+    assert "its length was never read" in str(f.lower(*args))

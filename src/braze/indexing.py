@@ -366,6 +366,10 @@ def setitem(x, key, value):
                 "use np.where(mask, value, x)"
             )
         rest = shape[len(mask.shape):]
+        whole = _unselected(x, mask, value, rest)
+        if whole is not None:  # (before reading the value's shape: its length is the mask's count)
+            mask = bnp.reshape(mask, tuple(mask.shape) + (1,) * len(rest))
+            return bnp.where(mask, _fit_value(whole, shape, dtype), x)
         vshape = tuple(bnp.shape(value))
         if len(vshape) == len(rest) + 1 and vshape[0] != 1:
             return _masked_values(x, mask, value, rest, dtype)
@@ -433,10 +437,6 @@ def _masked_values(x, mask, value, rest: tuple, dtype):
     k-th selected position takes ``value[k]``. The mask's count is the
     selection's (``x[mask]``, guarded: another count traces again) and must be
     the value's length, as NumPy requires."""
-    whole = _unselected(x, mask, value, rest)
-    if whole is not None:
-        mask = bnp.reshape(mask, tuple(mask.shape) + (1,) * len(rest))
-        return bnp.where(mask, _fit_value(whole, tuple(x.shape), dtype), x)
     count = int(bnp.shape(getitem(x, mask))[0])  # (registers the guard on the mask's count)
     if count != bnp.shape(value)[0]:
         raise ShapeError(f"setitem: NumPy boolean array indexing assignment cannot assign {bnp.shape(value)[0]} "
@@ -461,13 +461,17 @@ def _unselected(x, mask, value, rest: tuple):
     ``x[mask] = value`` is then ``np.where(mask, that, x)``: each selected
     element gets the same ops on the same operands, and no selection is made
     (a compaction per operand, and a gather in selection order, otherwise).
-    Only where nothing in it is watched by a gradient tape (plain tracers)."""
+    It holds for any count (none, one, all), so the value's length is not
+    read (``GraphContext.observe``). Only where nothing in it is watched by a
+    gradient tape (plain tracers)."""
     from .core import KIND
     from .tracing import Tracer
 
     if not (type(value) is Tracer and type(mask) is Tracer and type(x) is Tracer) or value._ctx is not mask._ctx:
         return None
-    ctx, m, shape = value._ctx, mask._node, tuple(value.shape)
+    ctx, m, shape = value._ctx, mask._node, tuple(value._node.aval.shape)
+    if len(shape) != len(rest) + 1 or shape[0] == 1:
+        return None  # (not one value per selected element: NumPy broadcasts it, another path)
     made: dict[int, object] = {}
     stack = [(value._node, False)]
     while stack:

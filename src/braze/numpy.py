@@ -36,7 +36,7 @@ def _shape(x) -> tuple[int, ...]:
 
 
 def _ndim(x) -> int:
-    return len(_shape(x))
+    return x.ndim if hasattr(x, "ndim") else np.ndim(x)  # (not the shape: a selection's length unread)
 
 
 def _index(a, key):

@@ -399,8 +399,10 @@ class ArrayMethods:
                     "or assign to a new name instead of updating in place"
                 )
             value = bnp.astype(value, self.dtype)
-        vshape = bnp.shape(value)
-        if vshape != tuple(self.shape):
+        ctx = getattr(self, "_ctx", None)
+        same = ctx is not None and ctx.counted and ctx.same_selection(self, value)
+        vshape = None if same else bnp.shape(value)  # (x[mask] += 1: no selection's length read)
+        if vshape is not None and vshape != tuple(self.shape):
             try:
                 ok = tuple(broadcast_shape(vshape, self.shape)) == tuple(self.shape)
             except ValueError:

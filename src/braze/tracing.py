@@ -100,7 +100,14 @@ class Tracer(ArrayMethods):
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return self._node_.aval.shape
+        node = self._node_
+        if self._ctx.counted and id(node) in self._ctx.counted:
+            self._ctx.observe(node)
+        return node.aval.shape
+
+    @property
+    def ndim(self) -> int:
+        return self._node_.aval.ndim  # (not through ``shape``: a selection's length unread)
 
     @property
     def dtype(self) -> np.dtype:
@@ -266,6 +273,10 @@ class GraphContext:
         self._reads: dict[int, tuple] = {}  # id(node) -> (node, whether it depends on an input or capture)
         self.converted = False  # a traced value was converted to a NumPy array (``__array__``)
         self.known = None  # ids of the NumPy arrays the function could reach before (sideeffects.Watch)
+        # Selections whose length nothing has read yet (``zr[mask] ** 2``, stored back
+        # through the mask): id(node) -> (node, id(mask)); the masks whose count was read
+        self.counted: dict[int, tuple] = {}
+        self.observed: set[int] = set()
         # op -> hook(args, params, record): stands in for recording ``op`` (``record()`` records
         # it as usual); braze.distributed cuts programs at matmuls with one
         self.hooks: dict[str, Callable] = {}
@@ -391,6 +402,8 @@ class GraphContext:
             while not isinstance(traced, Tracer):
                 traced = traced._value_
             expected = np.array(length, dtype=traced._node.aval.dtype)
+        if type(out) is Tracer and expected is None:
+            self.counted[id(out._node_)] = (out._node_, id(node))
         if any(g is traced._node for g, _, _ in self.guards[-8:]):
             return out  # the same selection again (one node): guarded once
         self.guards.append((traced._node, expected, f"x[mask]{loc}"))
@@ -398,12 +411,46 @@ class GraphContext:
                           f"{int(np.prod(node.aval.shape))} elements (a guard re-traces when the count changes)")
         return out
 
+    def observe(self, node: Node) -> None:
+        """The length of a selection (``node`` is one, or elementwise in one) was
+        read: a program that does not compute the selection still guards its count."""
+        self.observed.add(self.counted[id(node)][1])
+
+    def same_selection(self, a, b) -> bool:
+        """Whether ``a`` and ``b`` are selections by one mask (or elementwise in
+        them) of one shape: equal in length whatever the count, which comparing
+        them need not read."""
+        if type(a) is not Tracer or type(b) is not Tracer or a._ctx is not self or b._ctx is not self:
+            return False
+        ca, cb = self.counted.get(id(a._node_)), self.counted.get(id(b._node_))
+        return ca is not None and cb is not None and ca[1] == cb[1] and a._node_.aval.shape == b._node_.aval.shape
+
+    def _count_through(self, op: str, inputs: tuple, out) -> None:
+        """An elementwise op of selections by one mask, of the same shape (not one
+        element: it would broadcast), beside operands that broadcast along them
+        (fewer axes), is a selection by that mask too; any other op reading one
+        (a slice, a reshape, a reduction) read its length."""
+        counted = [self.counted[id(n)] for n in inputs if id(n) in self.counted]
+        if not counted:
+            return
+        masks = {m for _, m in counted}
+        shape = counted[0][0].aval.shape
+        if (KIND.get(op) == "elementwise" and type(out) is Tracer and len(masks) == 1 and shape[0] != 1
+                and all(c.aval.shape == shape for c, _ in counted)
+                and all(id(n) in self.counted or n.aval.ndim < len(shape) for n in inputs)):
+            self.counted[id(out._node_)] = (out._node_, counted[0][1])
+        else:
+            self.observed.update(masks)
+
     def count_unread_selections(self, roots: list) -> None:
         """Each selection guard (``x[mask]``) that the program's results, and the
         other guards, do not read becomes a guard on its mask's count instead:
         the same condition, checked after the run, without compacting the
         elements (a masked store computed over whole arrays, ``zi[mask] = 2 *
-        zr[mask] * zi[mask] + ci[mask]``, read its selections only to trace)."""
+        zr[mask] * zi[mask] + ci[mask]``, read its selections only to trace);
+        or no guard at all where nothing read its length either (Python, or
+        braze shaping something else by it: ``observe``), so that a new count
+        runs the same program instead of tracing again."""
         from .graph import toposort
         from .ops.reduce import reduce_sum
 
@@ -418,6 +465,10 @@ class GraphContext:
         for k, (node, expected, what) in enumerate(self.guards):
             if k in chosen and id(node) not in live:
                 mask = node.inputs[1]
+                if not self.converted and id(node) in self.counted and id(mask) not in self.observed:
+                    self.notes.append(f"{what}: its length was never read, and the program does not select: "
+                                      "no guard (any count runs this program)")
+                    continue
                 count = reduce_sum(Tracer(self, mask), axes=tuple(range(mask.aval.ndim)))
                 while not isinstance(count, Tracer):  # (watched by a gradient tape: the value it records)
                     count = count._value_
@@ -600,6 +651,8 @@ class GraphContext:
         out = self.emit(op, inputs, aval, **params)
         if isinstance(out, Tracer):
             self._annotate(out, op, args, inputs, params)
+        if self.counted:
+            self._count_through(op, inputs, out)
         return out
 
     def _annotate(self, out: Tracer, op: str, args, inputs, params) -> None:

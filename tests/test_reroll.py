@@ -650,3 +650,28 @@ def test_generated_time_loops_match_numpy_bit_for_bit(seed):
         np.testing.assert_array_equal(g, w, err_msg=f"kinds {kinds} store {store} peek {peek} vector {as_vector}")
     if store and len(kinds) > 1:  # (several values carried and stored: a stepped loop, at least one)
         assert f.lower(x0, forcing).counts["rolled loops"] >= 1
+
+
+def eliminate_below(A, b):
+    """Row operations of Gaussian elimination, written as in a textbook: each
+    ``A[i, k:] -= ...`` updates a view of the row (which writes through), then
+    Python stores the view back into ``A``."""
+    A, b = A.copy(), b.copy()
+    n = len(b)
+    for k in range(n - 1):
+        for i in range(k + 1, n):
+            f = A[i, k] / A[k, k]
+            A[i, k:] -= f * A[k, k:]
+            b[i] -= f * b[k]
+    return A, b
+
+
+@pytest.mark.parametrize("target", ["generic", "cpu"])
+def test_an_augmented_row_update_stores_each_region_once(target):
+    rng = np.random.default_rng(8)
+    A, b = rng.random((12, 12)) + 12 * np.eye(12), rng.random(12)
+    f = braze.compile(eliminate_below, target=target)
+    for got, want in zip(f(A, b), eliminate_below(A, b)):
+        np.testing.assert_array_equal(got, want)
+    stores = sum(n.op == "update_slice" for n in f.lower(A, b).ir.nodes)
+    assert stores <= 2 * (12 * 11 // 2), stores  # (one per statement: not the view's write and then the store)

@@ -55,9 +55,15 @@ _REDUCTIONS = _REDUCE_ANY - {"argmax", "argmin"}
 
 
 def drop_identities(graph: Graph) -> Graph:
-    """Remove casts and layout ops that leave the value exactly as it was."""
+    """Remove casts and layout ops that leave the value exactly as it was, and
+    stores of what a region already holds."""
 
     def drop(node: Node) -> Node:
+        if node.op == "update_slice" and node.inputs[0].op == "update_slice" \
+                and node.inputs[0].inputs[1] is node.inputs[1] and node.inputs[0].params == node.params:
+            # the region stored again with what it holds: ``A[i, k:] -= v`` updates the view,
+            # which writes through, then Python stores the view back (``A[i, k:] = view``)
+            return node.inputs[0]
         if node.op in _REDUCTIONS and node.kw.get("axes") == () and node.inputs[0].aval.shape == node.aval.shape:
             # a reduction over no axes (np.sum of a 0-d array) is a cast at most
             if node.inputs[0].aval.dtype == node.aval.dtype:

@@ -269,6 +269,13 @@ def needs_numpy(loop: Loop) -> str | None:
     return None
 
 
+# Constants are kernel arguments, not literals in the source: kernels that differ
+# only in them (an unrolled loop's ``np.argmax(A[k:, k]) + k``) are one compiled
+# function. Except an integer divisor or shift count, which as a literal LLVM
+# divides by multiplying (``i % 7``), a dozen cycles less an element.
+_LITERAL_DIVISORS = frozenset({"floor_divide", "remainder", "fmod", "left_shift", "right_shift"})
+
+
 def const_arg_dtype(node: Node) -> np.dtype:
     """The dtype a literal is passed to a kernel in: its own, but float16 (a
     ``np.float16`` scalar beside float32 data) as float32, which holds it
@@ -558,9 +565,10 @@ class LoopCodegen:
         return seen
 
     # ---- expressions
-    def _operand(self, node: Node, space: str, env: dict) -> str:
+    def _operand(self, node: Node, space: str, env: dict, divisor: bool = False) -> str:
         if node.op == "const":
-            if np.dtype(node.aval.dtype).kind == "f":
+            kind = np.dtype(node.aval.dtype).kind
+            if kind == "f" or kind in "iu" and not divisor:
                 if id(node) not in self.const_names:
                     self.const_names[id(node)] = f"c{len(self.consts)}"
                     self.consts.append(node)
@@ -616,7 +624,8 @@ class LoopCodegen:
                 env["__lines__"].append(f"{var} = {expr}")
                 env[id(node)] = typed_name(var, expr, node.aval.dtype)
                 return env[id(node)]
-        args = [self._operand(i, space, env) for i in node.inputs]
+        divides = node.op in _LITERAL_DIVISORS
+        args = [self._operand(i, space, env, divides and k == 1) for k, i in enumerate(node.inputs)]
         if node.op in TRIG and self.has_trig and not self.exact:
             return self._trig(node, args[0], env)
         expr = self.ops.emit(node.op, node.kw, args, [i.aval for i in node.inputs], node.aval.dtype)

@@ -179,3 +179,37 @@ def test_index_casts_stay_where_the_index_is_bound_again_in_a_nested_block():
     assert "x = a[np.uint64(j0)]" in "\n".join(got) and "z = a[np.uint64(j0)]" in "\n".join(got)
     env = _run_lines(got, a=np.array([1.0, 2.0]), flag=True)
     assert (env["x"], env["y"], env["z"]) == (1.0, 2.0, 2.0)
+
+
+def shifted_argmaxes(x):
+    return tuple(np.argmax(x[k:]) + k for k in range(10))
+
+
+def wrapped_steps(x):
+    return tuple(x * 3 + k for k in range(0, 120, 15))
+
+
+def remainders(x):
+    return tuple(x % k + x // k for k in (1, 3, 7, -2))
+
+
+def test_kernels_that_differ_only_in_integer_constants_compile_once():
+    """An unrolled loop's ``argmax(x[k:]) + k``: the constants are kernel
+    arguments, as float ones are, so ten iterations are one kernel; an integer
+    divisor stays a literal (LLVM divides by multiplying)."""
+    rng = np.random.default_rng(3)
+    x = rng.integers(-50, 50, 40)
+    f = braze.compile(shifted_argmaxes, target="cpu")
+    assert f(x) == shifted_argmaxes(x)
+    assert f.lower(x).counts["distinct kernels"] <= 2, f.lower(x).counts
+    for dtype in (np.int8, np.uint8, np.int32, np.uint64):
+        y = rng.integers(0, 100, 33).astype(dtype)
+        g = braze.compile(wrapped_steps, target="cpu")
+        for got, want in zip(g(y), wrapped_steps(y)):  # (int8 and uint8 wrap, as NumPy's)
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
+    z = np.array([-7, -1, 0, 1, 5, 22, np.iinfo(np.int64).min, np.iinfo(np.int64).max])
+    h = braze.compile(remainders, target="cpu")
+    with np.errstate(all="ignore"):
+        for got, want in zip(h(z), remainders(z)):
+            np.testing.assert_array_equal(got, want)

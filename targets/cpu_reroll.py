@@ -49,23 +49,39 @@ def compile_template(spec: Rolled, leaves, iterations: int) -> object | None:
     out = outs[0]
     loops = [s for s in program.steps if isinstance(s, Loop)]
     if len(outs) == 1 and inputs.get(id(out), nwin) < nwin and not spec.carry:
-        ks, loop = None, None  # a copy of a window
-    elif len(loops) == 1 and sorted(map(id, loops[0].outputs)) == sorted(set(map(id, outs))) \
-            and all(isinstance(s, (Loop, View)) for s in program.steps):  # (each value its own output)
-        loop = loops[0]
-        if loop.perm is not None or loop.compact or needs_numpy(loop):
+        ks, loop, kernels = None, None, []  # a copy of a window
+    elif loops and all(isinstance(s, (Loop, View)) for s in program.steps) and (
+            len(loops) == 1 and sorted(map(id, loops[0].outputs)) == sorted(set(map(id, outs)))  # (each its own)
+            or len(loops) > 1 and not spec.carry and not spec.carried
+            and {id(o) for o in outs} <= {id(o) for lp in loops for o in lp.outputs}):
+        if any(lp.perm is not None or lp.compact or needs_numpy(lp) for lp in loops):
             return None
-        ks = generate(loop)
+        # several loops (a lockstep iteration storing a row and an element, ``A[i, k:] -= f *
+        # A[k, k:]; b[i] -= f * b[k]``): one kernel each, called in turn, named apart
+        kernels = [generate(lp) if len(loops) == 1 else generate(lp, name=f"kernel{j}") for j, lp in enumerate(loops)]
+        if len(kernels) > 1 and any(k.has_trig or not k.source.startswith(HEADER) for k in kernels):
+            return None
+        ks, loop = kernels[0], loops[0]
     else:
         return None
+    named = {id(o): f"o{g}" for g, o in enumerate(o for lp in loops for o in lp.outputs)} if kernels else {}
     cols = np.cumsum([0] + [len(ext) for _, ext, _ in spec.windows])
+    # extents are parameters of the loop (z0, z1, ...), not literals: the runs of a loop
+    # nest whose windows shrink (``A[i, k:]`` for each k) are one compiled function
+    sizes: dict[int, str] = {}
+
+    def sized(v) -> str:
+        v = int(v)
+        if v <= 1 or spec.carry or spec.carried:
+            return str(v)  # (0 and 1 shape the code: a 1 is indexed, not looped)
+        return sizes.setdefault(v, f"z{len(sizes)}")
 
     def window(w: int, drop: bool = False) -> str:
         """Window ``w`` at row ``p``'s offsets; ``drop``: its size-1 dimensions indexed
         by an integer (the reshape dropping them, as NumPy's ``x[:, j]`` makes it)."""
         which, extents, steps = spec.windows[w]
         base = f"l{which}" if which >= 0 else "c" if spec.carry else _dst(spec, -1 - which)
-        index = [f"p[{cols[w] + d}]" if drop and e == 1 else _slice(f"p[{cols[w] + d}]", e, s)
+        index = [f"p[{cols[w] + d}]" if drop and e == 1 else _slice(f"p[{cols[w] + d}]", e, s, sized(e))
                  for d, (e, s) in enumerate(zip(extents, steps))]
         return f"{base}[{', '.join(index)}]"
 
@@ -74,43 +90,51 @@ def compile_template(spec: Rolled, leaves, iterations: int) -> object | None:
     store, col = [], cols[-1]  # each array's region, from the scratch buffer of the kernel output it stores
     regions = spec.regions if spec.carried else [spec.region, *spec.lockstep] if spec.region is not None else []
     for j, (ext, st) in enumerate(regions):
-        src = "o0" if ks is None else f"o{[id(o) for o in loop.outputs].index(id(outs[j]))}"
-        store += _store(ext, st, col, "dst" if spec.carried else _dst(spec, j), src)
+        src = "o0" if ks is None else named[id(outs[j])]
+        store += _store(ext, st, col, "dst" if spec.carried else _dst(spec, j), src, sized)
         col += len(ext)
     if ks is None:  # (copied first: the window may overlap the region)
-        step = [f"o0 = {window(inputs[id(out)])}.copy().reshape({size})", *store]
+        step = [f"o0 = {window(inputs[id(out)])}.copy().reshape({sized(size)})", *store]
         consts, work, scratch = [], size, []
     else:
-        args = []
-        for leaf in ks.leaves:
-            src = loop.reads(leaf)
-            w = inputs.get(id(src.inputs[0]), nwin) if src.op == "reshape" and id(src) in views else nwin
-            if 0 <= w < nwin and tuple(e for e in spec.windows[w][1] if e != 1) == src.aval.shape:
-                args.append(window(w, drop=True))  # a column, a row, an element: one index
-            elif id(src) in inputs and 0 <= inputs[id(src)] < nwin and src.aval.ndim:
-                args.append(window(inputs[id(src)]))
-            elif spec.carried and -first <= inputs.get(id(src), 0) < 0:
-                args.append(f"v{inputs[id(src)] + first}")  # a stepped loop's value
-            elif inputs.get(id(src)) == -1:
-                args.append("c")  # the carried value, whole
-            elif inputs.get(id(src), -1) >= nwin + len(leaves):  # a constant this iteration's own
-                args.append(cast(f"q[{inputs[id(src)] - nwin - len(leaves)}]", src.aval.dtype))
-            elif id(src) in inputs:
-                args.append(f"l{inputs[id(src)] - nwin}")
-            else:
-                return None  # another view of a window (a transpose, a reshape): not sliced here
-        args += [f"o{k}" for k in range(len(loop.outputs))] + [str(int(d)) for d in loop.domain] \
-            + [f"c{k}" for k in range(len(ks.consts))]
-        consts = [const_arg(c) for c in ks.consts]
+        call, consts = [], []
+        for lp, kernel in zip(loops, kernels):
+            args = []
+            for leaf in kernel.leaves:
+                src = lp.reads(leaf)
+                w = inputs.get(id(src.inputs[0]), nwin) if src.op == "reshape" and id(src) in views else nwin
+                made = _made_before(src, views, named)
+                if made is not None:  # (an earlier loop's output: its scratch buffer, flat)
+                    if src.aval.ndim > 1:
+                        return None
+                    args.append(f"{named[id(made)]}[0]" if src.aval.ndim == 0 else named[id(made)])
+                elif 0 <= w < nwin and tuple(e for e in spec.windows[w][1] if e != 1) == src.aval.shape:
+                    args.append(window(w, drop=True))  # a column, a row, an element: one index
+                elif id(src) in inputs and 0 <= inputs[id(src)] < nwin and src.aval.ndim:
+                    args.append(window(inputs[id(src)]))
+                elif spec.carried and -first <= inputs.get(id(src), 0) < 0:
+                    args.append(f"v{inputs[id(src)] + first}")  # a stepped loop's value
+                elif inputs.get(id(src)) == -1:
+                    args.append("c")  # the carried value, whole
+                elif inputs.get(id(src), -1) >= nwin + len(leaves):  # a constant this iteration's own
+                    args.append(cast(f"q[{inputs[id(src)] - nwin - len(leaves)}]", src.aval.dtype))
+                elif id(src) in inputs:
+                    args.append(f"l{inputs[id(src)] - nwin}")
+                else:
+                    return None  # another view of a window (a transpose, a reshape): not sliced here
+            args += [named[id(o)] for o in lp.outputs] + [sized(d) for d in lp.domain] \
+                + [f"c{len(consts) + k}" for k in range(len(kernel.consts))]
+            consts += [const_arg(c) for c in kernel.consts]
+            name = "kernel" if len(kernels) == 1 else f"kernel{len(call)}"
+            call.append(f"{name}_serial({', '.join(args)})")
         dtype = np.dtype(loop.outputs[0].aval.dtype).name
-        call = [f"kernel_serial({', '.join(args)})"]
         if ks.has_trig:  # a sin/cos argument beyond the vector range: this iteration again, with libm
-            flagged = ", ".join(args + ["tf"])
-            call = [f"kernel_serial({flagged})", "if tf[0]:", "    tf[0] = 0", f"    kernel_exact({flagged})"]
+            flagged = call[0][:-1] + ", tf)"
+            call = [flagged, "if tf[0]:", "    tf[0] = 0", "    " + flagged.replace("kernel_serial(", "kernel_exact(", 1)]
         step = [*call, *store]
-        work = int(np.prod(loop.domain, dtype=np.int64))
-        scratch = [f"        o{k} = np.empty({int(np.prod(o.aval.shape, dtype=np.int64))}, "
-                   f"np.{np.dtype(o.aval.dtype).name})" for k, o in enumerate(loop.outputs)]
+        work = sum(int(np.prod(lp.domain, dtype=np.int64)) for lp in loops)
+        scratch = [f"        {named[id(o)]} = np.empty({sized(np.prod(o.aval.shape, dtype=np.int64))}, "
+                   f"np.{np.dtype(o.aval.dtype).name})" for lp in loops for o in lp.outputs]
     if not spec.independent and work >= SERIAL_MAX:
         return None  # each step of a time loop big enough for threads: stays unrolled
     trig = ["tf = np.zeros(1, np.int8)"] if ks is not None and ks.has_trig else []
@@ -122,7 +146,9 @@ def compile_template(spec: Rolled, leaves, iterations: int) -> object | None:
         return _carry_runner(ks, call, consts, extents, dtype, len(leaves), trig)
     parallel = spec.independent and iterations * work >= PARALLEL_MIN
     params = ", ".join([_dst(spec, j) for j in range(1 + len(spec.lockstep))] + [f"l{k}" for k in range(len(leaves))]
-                       + ["table", "consts"] + [f"c{k}" for k in range(len(consts))])
+                       + ["table", "consts"] + [f"c{k}" for k in range(len(consts))] + list(sizes.values()))
+    extent_values = tuple(sizes)
+
     def loop(name: str, threads: bool) -> str:
         body = [
             "    n = table.shape[0]",
@@ -139,14 +165,17 @@ def compile_template(spec: Rolled, leaves, iterations: int) -> object | None:
 
     # a parallel loop is tiered as a kernel is: its first call runs the serial
     # variant while the parallel one compiles in the background (cpu_cache)
-    source = (ks.source if ks else HEADER) + loop("rolled", parallel) \
+    kernel_source = HEADER + "".join(k.source[len(HEADER):] for k in kernels) if len(kernels) > 1 \
+        else ks.source if ks else HEADER
+    source = kernel_source + loop("rolled", parallel) \
         + (loop("rolled_serial", False) if parallel else "")
     scalar = [leaf.aval.ndim == 0 for leaf in leaves]
     fn = []
 
     def runner(dst, values, rows, crows):
         args = (*(dst if spec.lockstep else (dst,)),
-                *[np.asarray(v)[()] if s else np.asarray(v) for v, s in zip(values, scalar)], rows, crows, *consts)
+                *[np.asarray(v)[()] if s else np.asarray(v) for v, s in zip(values, scalar)], rows, crows, *consts,
+                *extent_values)
         tier = parallel and not fn and not cpu_cache.has_parallel(source)
         if cpu_cache.noted(source, ("rolled_serial", "rolled") if tier else ("rolled",), args):
             return  # (a dry run: see cpu_workers)
@@ -161,6 +190,14 @@ def compile_template(spec: Rolled, leaves, iterations: int) -> object | None:
 
     runner.source = source
     return runner
+
+
+def _made_before(src, views: dict, named: dict):
+    """The output of one of the template's loops that ``src`` is (or a reshape
+    of, a view), or None."""
+    while id(src) not in named and src.op == "reshape" and id(src) in views:
+        src = src.inputs[0]
+    return src if id(src) in named else None
 
 
 def _carry_runner(ks, call: list, consts: list, shape: tuple, dtype: str, nleaves: int, trig: list):
@@ -259,7 +296,7 @@ def _dst(spec: Rolled, j: int) -> str:
     return f"dst{j}" if spec.lockstep else "dst"
 
 
-def _store(extents: tuple, steps: tuple, col: int, dst: str = "dst", src: str = "o0") -> list[str]:
+def _store(extents: tuple, steps: tuple, col: int, dst: str = "dst", src: str = "o0", sized=str) -> list[str]:
     """Lines storing the flat scratch buffer ``src`` into the region of ``dst``
     at row ``p``'s offsets (columns from ``col``): a loop per dimension longer
     than one, element by element. (numba's ``dst[a:b, c:d] = o0.reshape(...)``,
@@ -272,14 +309,18 @@ def _store(extents: tuple, steps: tuple, col: int, dst: str = "dst", src: str = 
         if e == 1:
             index.append(f"p[{col + d}]")
             continue
-        lines.append(f"{indent}for e{d} in range({e}):")
+        lines.append(f"{indent}for e{d} in range({sized(e)}):")
         indent += "    "
         index.append(f"p[{col + d}] + {st} * e{d}" if st != 1 else f"p[{col + d}] + e{d}")
-        flat = f"e{d}" if flat == "0" else f"{flat} * {e} + e{d}"
+        flat = f"e{d}" if flat == "0" else f"{flat} * {sized(e)} + e{d}"
     lines.append(f"{indent}{dst}[{', '.join(index)}] = {src}[{flat}]")
     return lines
 
 
-def _slice(start: str, extent: int, step: int) -> str:
+def _slice(start: str, extent: int, step: int, size: str | None = None) -> str:
+    """``start`` to ``extent`` elements on by ``step``; ``size``: the extent's name in the source."""
+    if size is not None and size != str(extent):
+        stop = f"{start} + {size}" if step == 1 else f"{start} + ({size} - 1) * {step} + 1"
+        return f"{start}:{stop}" + (f":{step}" if step != 1 else "")
     stop = f"{start} + {(extent - 1) * step + 1}" if extent else start
     return f"{start}:{stop}" + (f":{step}" if step != 1 else "")

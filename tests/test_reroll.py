@@ -675,3 +675,23 @@ def test_an_augmented_row_update_stores_each_region_once(target):
         np.testing.assert_array_equal(got, want)
     stores = sum(n.op == "update_slice" for n in f.lower(A, b).ir.nodes)
     assert stores <= 2 * (12 * 11 // 2), stores  # (one per statement: not the view's write and then the store)
+
+
+def test_rows_and_elements_updated_in_lockstep_roll_into_one_loop_for_every_extent():
+    """Each k's sweep ``A[i, k:] -= f * A[k, k:]; b[i] -= f * b[k]`` is one loop
+    over i calling two kernels (a row's, an element's: two domains); the
+    sweeps differ in the row's extent, a parameter of one compiled loop."""
+    from braze.targets.cpu_reroll import compile_template
+
+    rng = np.random.default_rng(9)
+    A, b = rng.random((24, 24)) + 24 * np.eye(24), rng.random(24)
+    A[20, 22], b[22] = np.inf, np.nan  # (late: the rows before stay finite)
+    f = braze.compile(eliminate_below, target="cpu")
+    with np.errstate(invalid="ignore"):
+        expected = eliminate_below(A, b)
+    for got, want in zip(f(A, b), expected):
+        np.testing.assert_array_equal(got, want)
+    assert f.lower(A, b).counts["rolled loops"] == 24 - MIN_RUN
+    graph = reroll(_inlined(f.lower(A, b).ir), compile_template)
+    sources = {node.kw["spec"].runner.source for node in _rolled_nodes(graph)}
+    assert len(sources) == 1 and "kernel1_serial(" in sources.pop()

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import functools
 import re
 
 import numpy as np
@@ -186,8 +187,13 @@ def hoist_index_casts(lines: list[str]) -> list[str]:
     binding (``i0 = o``) at that indent, up to where it is bound again. A scope
     in which the index is bound again inside a nested block (a loop's body,
     an ``if``) keeps its casts: a use before that binding may run after it."""
+    return list(_hoisted(tuple(lines)))
+
+
+@functools.lru_cache(maxsize=512)  # (the iterations of an unrolled loop: one body, thousands of kernels)
+def _hoisted(lines: tuple) -> tuple:
     poisoned = set(_index_scopes(lines, None))
-    return _index_scopes(lines, poisoned)
+    return tuple(_index_scopes(lines, poisoned))
 
 
 def _index_scopes(lines: list[str], poisoned: set | None):

@@ -450,48 +450,11 @@ def _masked_values(x, mask, value, rest: tuple, dtype):
     return bnp.where(mask, getitem(value, order), x)
 
 
-# The most elementwise nodes of a masked store's value computed again over whole arrays.
-MAX_UNSELECTED = 64
-
-
 def _unselected(x, mask, value, rest: tuple):
-    """``value``, elementwise in selections by ``mask`` (``2 * zr[mask] * zi[mask]
-    + ci[mask]``) and in values that broadcast along ``rest``, computed over the
-    arrays selected from instead (``2 * zr * zi + ci``), or None. NumPy's store
-    ``x[mask] = value`` is then ``np.where(mask, that, x)``: each selected
-    element gets the same ops on the same operands, and no selection is made
-    (a compaction per operand, and a gather in selection order, otherwise).
-    It holds for any count (none, one, all), so the value's length is not
-    read (``GraphContext.observe``). Only where nothing in it is watched by a
-    gradient tape (plain tracers)."""
-    from .core import KIND
-    from .tracing import Tracer
-
-    if not (type(value) is Tracer and type(mask) is Tracer and type(x) is Tracer) or value._ctx is not mask._ctx:
-        return None
-    ctx, m, shape = value._ctx, mask._node, tuple(value._node.aval.shape)
-    if len(shape) != len(rest) + 1 or shape[0] == 1:
-        return None  # (not one value per selected element: NumPy broadcasts it, another path)
-    made: dict[int, object] = {}
-    stack = [(value._node, False)]
-    while stack:
-        n, ready = stack.pop()
-        if id(n) in made:
-            continue
-        if n.aval.ndim <= len(rest):
-            made[id(n)] = Tracer(ctx, n)  # (broadcasts along the selection as along the array)
-        elif tuple(n.aval.shape) != shape:
-            return None
-        elif n.op == "compress" and n.inputs[1] is m:
-            made[id(n)] = Tracer(ctx, n.inputs[0])
-        elif KIND.get(n.op) != "elementwise" or len(made) > MAX_UNSELECTED:
-            return None
-        elif ready:
-            made[id(n)] = bind(n.op, *[made[id(i)] for i in n.inputs], **n.kw)
-        else:
-            stack.append((n, True))
-            stack.extend((i, False) for i in n.inputs if id(i) not in made)
-    return made[id(value._node)]
+    """``value`` computed over the arrays its selections by ``mask`` select from
+    (``GraphContext.unselected``), or None."""
+    ctx = getattr(value, "_ctx", None)
+    return ctx.unselected(x, mask, value, rest) if ctx is not None and hasattr(ctx, "unselected") else None
 
 
 def _scatter(op: str, what: str, x, key, entries, value):

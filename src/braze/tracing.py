@@ -236,6 +236,9 @@ _INT_CHECKED = with_flag("int_checked")
 
 # ops whose 0-d results are NumPy scalars (as ufuncs, reductions and products give)
 _SCALAR_KINDS = {"elementwise", "reduce", "linalg"}
+# The most elementwise nodes of a masked store's value computed again over whole
+# arrays (``GraphContext.unselected``).
+MAX_UNSELECTED = 64
 
 
 # ---------------------------------------------------------------- the graph context
@@ -415,6 +418,42 @@ class GraphContext:
         """The length of a selection (``node`` is one, or elementwise in one) was
         read: a program that does not compute the selection still guards its count."""
         self.observed.add(self.counted[id(node)][1])
+
+    def unselected(self, x, mask, value, rest: tuple):
+        """``value``, elementwise in selections by ``mask`` (``2 * zr[mask] * zi[mask]
+        + ci[mask]``) and in values that broadcast along ``rest``, computed over the
+        arrays selected from instead (``2 * zr * zi + ci``), or None. NumPy's store
+        ``x[mask] = value`` is then ``np.where(mask, that, x)``: each selected
+        element gets the same ops on the same operands, and no selection is made
+        (a compaction per operand, and a gather in selection order, otherwise).
+        It holds for any count (none, one, all), so the value's length is not
+        read (``observe``). Only where nothing in it is watched by a gradient
+        tape (plain tracers)."""
+        if not all(type(t) is Tracer and t._ctx is self for t in (x, mask, value)):
+            return None
+        m, shape = mask._node, tuple(value._node.aval.shape)
+        if len(shape) != len(rest) + 1 or shape[0] == 1:
+            return None  # (not one value per selected element: NumPy broadcasts it, another path)
+        made: dict[int, Tracer] = {}
+        stack = [(value._node, False)]
+        while stack:
+            n, ready = stack.pop()
+            if id(n) in made:
+                continue
+            if n.aval.ndim <= len(rest):
+                made[id(n)] = Tracer(self, n)  # (broadcasts along the selection as along the array)
+            elif tuple(n.aval.shape) != shape:
+                return None
+            elif n.op == "compress" and n.inputs[1] is m:
+                made[id(n)] = Tracer(self, n.inputs[0])
+            elif KIND.get(n.op) != "elementwise" or len(made) > MAX_UNSELECTED:
+                return None
+            elif ready:
+                made[id(n)] = bind(n.op, *[made[id(i)] for i in n.inputs], **n.kw)
+            else:
+                stack.append((n, True))
+                stack.extend((i, False) for i in n.inputs if id(i) not in made)
+        return made[id(value._node)]
 
     def same_selection(self, a, b) -> bool:
         """Whether ``a`` and ``b`` are selections by one mask (or elementwise in

@@ -160,11 +160,13 @@ def check_power(base, exponent) -> None:
     """NumPy refuses integers to negative integer powers (a ValueError at run
     time); with a literal exponent braze can say so while tracing."""
     dtype = getattr(base, "dtype", None)
-    if dtype is None or np.dtype(dtype).kind not in "iub" or 0 in tuple(np.shape(base)):
-        return  # (NumPy checks element by element: an empty base raises nothing)
+    if dtype is None or np.dtype(dtype).kind not in "iub":
+        return
     if type(exponent) is int and np.dtype(dtype).kind != "b" and exponent < np.iinfo(dtype).min:
         return  # (NumPy's OverflowError first: the Python int does not fit the dtype)
     if isinstance(exponent, (int, np.integer)) and not isinstance(exponent, bool) and exponent < 0:
+        if 0 in tuple(np.shape(base)):
+            return  # (NumPy checks element by element: an empty base raises nothing)
         raise IntegerPowerError(
             f"power: integers to negative integer powers are not allowed ({np.dtype(dtype)} ** {exponent})"
             f"{_where()}; convert to float first (x.astype(float) ** {exponent}), as NumPy requires")
@@ -426,8 +428,23 @@ def _reduction_dtype(prim: str, dtype) -> np.dtype:
     return ABSTRACT[prim](Aval((1,), np.dtype(dtype)), axes=(0,), keepdims=False).dtype
 
 
+def _over_whole(a, axis, out, where):
+    """``a`` a selection by a mask (``x[m]``, or elementwise in selections,
+    ``x[m] * w[m]``) reduced whole: (the values over the arrays selected from,
+    the mask), the reduction NumPy's ``where=`` one, so that the selection's
+    length is not read (``GraphContext.whole_selection``); else None."""
+    if where is not _NoValue or out is not None or axis not in (None, 0, -1, (0,), (-1,)):
+        return None
+    whole = getattr(getattr(a, "_ctx", None), "whole_selection", None)
+    return whole(a) if whole is not None else None
+
+
 def _reduction(prim: str, func: str):
     def fn(a, axis=None, dtype=None, out=None, keepdims=False, initial=_NoValue, where=_NoValue):
+        picked = _over_whole(a, axis, out, where)
+        if picked is not None:
+            value = _reduce(prim, func, picked[0], None, dtype, None, False, initial, picked[1])
+            return reshape(value, (1,)) if keepdims else value  # noqa: F821
         return _reduce(prim, func, a, axis, dtype, out, keepdims, initial, where)
 
     fn.__name__ = fn.__qualname__ = func
@@ -565,6 +582,10 @@ def _where_count(a, axes, keepdims, mask, acc):
 
 def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=_NoValue):
     """``np.mean``: integers average in float64, float16 accumulates in float32."""
+    picked = _over_whole(a, axis, out, where)
+    if picked is not None:  # (``x[m].mean()``: over ``x`` where ``m``, the count a traced sum of ``m``)
+        value = mean(picked[0], None, dtype, None, False, where=picked[1])
+        return reshape(value, (1,)) if keepdims else value  # noqa: F821
     axes = normalize_axes("mean", axis, _ndim(a), _shape(a))
     acc, result = _mean_dtype(_dtype(a), dtype)
     total = _reduce("reduce_sum", "mean", a, axis, acc, None, keepdims, _NoValue, where)

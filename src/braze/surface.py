@@ -400,7 +400,7 @@ class ArrayMethods:
                 )
             value = bnp.astype(value, self.dtype)
         ctx = getattr(self, "_ctx", None)
-        same = ctx is not None and ctx.counted and ctx.same_selection(self, value)
+        same = bool(getattr(ctx, "counted", None)) and ctx.same_selection(self, value)
         vshape = None if same else bnp.shape(value)  # (x[mask] += 1: no selection's length read)
         if vshape is not None and vshape != tuple(self.shape):
             try:

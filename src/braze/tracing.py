@@ -277,7 +277,7 @@ class GraphContext:
         self.converted = False  # a traced value was converted to a NumPy array (``__array__``)
         self.known = None  # ids of the NumPy arrays the function could reach before (sideeffects.Watch)
         # Selections whose length nothing has read yet (``zr[mask] ** 2``, stored back
-        # through the mask): id(node) -> (node, id(mask)); the masks whose count was read
+        # through the mask): id(node) -> (node, the mask's node); ids of the masks whose count was read
         self.counted: dict[int, tuple] = {}
         self.observed: set[int] = set()
         # op -> hook(args, params, record): stands in for recording ``op`` (``record()`` records
@@ -406,7 +406,7 @@ class GraphContext:
                 traced = traced._value_
             expected = np.array(length, dtype=traced._node.aval.dtype)
         if type(out) is Tracer and expected is None:
-            self.counted[id(out._node_)] = (out._node_, id(node))
+            self.counted[id(out._node_)] = (out._node_, node)
         if any(g is traced._node for g, _, _ in self.guards[-8:]):
             return out  # the same selection again (one node): guarded once
         self.guards.append((traced._node, expected, f"x[mask]{loc}"))
@@ -417,7 +417,7 @@ class GraphContext:
     def observe(self, node: Node) -> None:
         """The length of a selection (``node`` is one, or elementwise in one) was
         read: a program that does not compute the selection still guards its count."""
-        self.observed.add(self.counted[id(node)][1])
+        self.observed.add(id(self.counted[id(node)][1]))
 
     def unselected(self, x, mask, value, rest: tuple):
         """``value``, elementwise in selections by ``mask`` (``2 * zr[mask] * zi[mask]
@@ -455,6 +455,18 @@ class GraphContext:
                 stack.extend((i, False) for i in n.inputs if id(i) not in made)
         return made[id(value._node)]
 
+    def whole_selection(self, a):
+        """``a``, a selection by a mask of its array's shape or elementwise in
+        such (``x[m]``, ``x[m] * w[m]``), as (the values over the whole arrays,
+        the mask), or None: a sum or mean of it is NumPy's ``where=`` reduction
+        of those, which reads no length (a new count runs the same program)."""
+        entry = self.counted.get(id(a._node_)) if type(a) is Tracer and a._ctx is self else None
+        if entry is None:
+            return None
+        mask = Tracer(self, entry[1])
+        whole = self.unselected(a, mask, a, ())
+        return None if whole is None else (whole, mask)
+
     def same_selection(self, a, b) -> bool:
         """Whether ``a`` and ``b`` are selections by one mask (or elementwise in
         them) of one shape: equal in length whatever the count, which comparing
@@ -462,7 +474,7 @@ class GraphContext:
         if type(a) is not Tracer or type(b) is not Tracer or a._ctx is not self or b._ctx is not self:
             return False
         ca, cb = self.counted.get(id(a._node_)), self.counted.get(id(b._node_))
-        return ca is not None and cb is not None and ca[1] == cb[1] and a._node_.aval.shape == b._node_.aval.shape
+        return ca is not None and cb is not None and ca[1] is cb[1] and a._node_.aval.shape == b._node_.aval.shape
 
     def _count_through(self, op: str, inputs: tuple, out) -> None:
         """An elementwise op of selections by one mask, of the same shape (not one
@@ -472,7 +484,7 @@ class GraphContext:
         counted = [self.counted[id(n)] for n in inputs if id(n) in self.counted]
         if not counted:
             return
-        masks = {m for _, m in counted}
+        masks = {id(m) for _, m in counted}
         shape = counted[0][0].aval.shape
         if (KIND.get(op) == "elementwise" and type(out) is Tracer and len(masks) == 1 and shape[0] != 1
                 and all(c.aval.shape == shape for c, _ in counted)

@@ -435,13 +435,13 @@ def masked_statistics(x, w):
     """What analysis code computes over the values passing a test."""
     keep = x > 0
     return (x[keep].sum(), np.mean(x[keep]), (x[keep] * w[keep]).sum(), np.sum(x[keep] ** 2, keepdims=True),
-            x[keep].mean(dtype=np.float32), np.prod(w[x > 0.5]))
+            x[keep].mean(dtype=np.float32), np.prod(w[x > 0.5]), np.std(x[keep]), x[keep].var(ddof=1))
 
 
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8, np.int64])
 def test_sums_and_means_of_selections_run_any_count_untraced(dtype, target):
-    """``x[m].sum()`` and ``np.mean(x[m])`` are NumPy's ``where=`` reductions over
+    """``x[m].sum()``, ``np.mean(x[m])`` and ``np.std(x[m])`` are NumPy's ``where=`` reductions over
     ``x`` (the mean's count a traced sum of ``m``): nothing reads the
     selection's length, so new data with another count runs the program
     traced once; results are NumPy's, empty selections and NaN included."""

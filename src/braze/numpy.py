@@ -601,6 +601,10 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=_No
         raise _unsupported("var", "mean=", "leave it out: braze computes the mean itself")
     if correction is not _NoValue:
         ddof = correction
+    picked = _over_whole(a, axis, out, where)
+    if picked is not None:  # (``np.var(x[m])``: over ``x`` where ``m``, as mean)
+        value = var(picked[0], None, dtype, None, ddof, False, where=picked[1])
+        return reshape(value, (1,)) if keepdims else value  # noqa: F821
     axes = normalize_axes("var", axis, _ndim(a), _shape(a))
     acc, result = _mean_dtype(_dtype(a), dtype)
     count = _where_count(a, axes, True, where, acc)

@@ -126,3 +126,74 @@ def test_mask_selection_count_then_fill(benchmark, name):
     print(f"\n{name}, {M:,} f64: count-then-fill {fused * 1e3:.2f} ms, break path {broken * 1e3:.2f} ms "
           f"({broken / fused:.2f}x), NumPy {numpy * 1e3:.2f} ms ({numpy / fused:.2f}x)")
     benchmark.pedantic(f, args=args, rounds=5, iterations=1)
+
+
+# ---- selections whose length nothing reads: new data, another count, the same program
+
+def masked_statistics(x, w):
+    keep = x > 0
+    return x[keep].sum(), np.mean(x[keep]), (x[keep] * w[keep]).sum()
+
+
+def mandelbrot_steps(cr, ci):
+    zr, zi = np.zeros_like(cr), np.zeros_like(ci)
+    count = np.zeros(cr.shape, dtype=np.int32)
+    for _ in range(20):
+        mask = zr * zr + zi * zi < 4.0
+        zr_new = zr[mask] ** 2 - zi[mask] ** 2 + cr[mask]
+        zi[mask] = 2 * zr[mask] * zi[mask] + ci[mask]
+        zr[mask] = zr_new
+        count[mask] += 1
+    return count
+
+
+def _statistics_inputs(k):
+    rng = np.random.default_rng(k)
+    return rng.standard_normal(100_000), rng.random(100_000)
+
+
+def _grid_inputs(k):
+    x, y = np.linspace(-2 + 0.01 * k, 1, 300), np.linspace(-1.5, 1.5, 300)
+    return tuple(np.meshgrid(x, y))
+
+
+NEW_DATA = {"masked statistics, 100k": (masked_statistics, _statistics_inputs),
+            "Mandelbrot by masked updates, 300x300, 20 steps": (mandelbrot_steps, _grid_inputs)}
+
+
+@pytest.mark.parametrize("name", sorted(NEW_DATA))
+def test_new_data_each_call_runs_the_traced_program(benchmark, name):
+    """Each call on new data (another count at every selection): braze against
+    NumPy over the same 12 inputs, after the first. A program that read a
+    selection's length would trace again per call (and run as NumPy after
+    ``MAX_RESPECIALIZATIONS``); these read none, so one trace serves them all."""
+    import warnings
+
+    fn, make = NEW_DATA[name]
+    inputs = [make(k) for k in range(13)]
+    f = braze.compile(fn, target="cpu")
+    from braze.targets import cpu_cache
+
+    f(*inputs[0])
+    cpu_cache.wait_background()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+
+        def each(g):
+            t0 = time.perf_counter()
+            for args in inputs[1:]:
+                g(*args)
+            return (time.perf_counter() - t0) / (len(inputs) - 1)
+
+        braze_s = float(np.median([each(f) for _ in range(5)]))
+        numpy_s = float(np.median([each(fn) for _ in range(5)]))
+        for args in inputs[1:3]:
+            got, want = f(*args), fn(*args)
+            for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+                np.testing.assert_allclose(g, w, rtol=1e-12)
+    traces = len(f.cache_info().reasons)
+    assert traces == 1, f.cache_info().reasons
+    benchmark.extra_info.update({"braze s": round(braze_s, 6), "numpy s": round(numpy_s, 6), "traces": traces})
+    print(f"\n{name}, new data each call: braze {braze_s * 1e3:.2f} ms, NumPy {numpy_s * 1e3:.2f} ms "
+          f"({numpy_s / braze_s:.2f}x), {traces} trace")
+    benchmark.pedantic(f, args=inputs[1], rounds=5, iterations=1)

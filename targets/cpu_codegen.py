@@ -24,10 +24,9 @@ the choice costs nothing per call), and numba compiles each only if used.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import functools
 import re
+from dataclasses import dataclass
 
 import numpy as np
 

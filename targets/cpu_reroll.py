@@ -11,6 +11,8 @@ loop, so it is cached on disk like any kernel (``cpu_cache``).
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from braze.fusion import MAX_KERNEL_READS, Loop, View, fuse
@@ -30,7 +32,28 @@ SERIAL_MAX = 1 << 14
 
 def compile_template(spec: Rolled, leaves, iterations: int) -> object | None:
     """``runner(dst, leaves, rows)`` for ``spec`` run ``iterations`` times, or None when its template is not
-    one kernel this loop can call (then the run stays unrolled). A carried value's runner returns the last."""
+    one kernel this loop can call (then the run stays unrolled). A carried value's runner returns the last.
+
+    A loop whose extents differ from one iteration to the next (``spec.varying``) reads them from the
+    table; its code is written for its first iteration and for its last (``spec.last``), both deciding
+    threads by the larger one's work, and must come out the same: what fusion and code generation
+    decide by an extent (a short row written out, a size-1 axis indexed) is then decided alike at both
+    ends, and every extent between lies between them."""
+    if spec.last is None:
+        return _compile(spec, leaves, iterations)
+    ends = [_compile(s, leaves, iterations) for s in (spec, spec.last)]
+    if None in ends:
+        return None
+    work = max(end.work for end in ends)
+    ends = [_compile(s, leaves, iterations, work) for s in (spec, spec.last)]
+    if None in ends or ends[0].source != ends[1].source:
+        return None
+    return ends[0]
+
+
+def _compile(spec: Rolled, leaves, iterations: int, work: int | None = None) -> object | None:
+    """``compile_template`` of one template (``work``: the elements an iteration computes, to decide
+    threads by, if not its own)."""
     # a stepped iteration's reads are mostly its carried scalars, and its values may not share
     # any: all of them go to one kernel if they can
     program = fuse(spec.template, max_reads=MAX_KERNEL_READS + len(spec.template.inputs) * bool(spec.carried),
@@ -69,12 +92,21 @@ def compile_template(spec: Rolled, leaves, iterations: int) -> object | None:
     # extents are parameters of the loop (z0, z1, ...), not literals: the runs of a loop
     # nest whose windows shrink (``A[i, k:]`` for each k) are one compiled function
     sizes: dict[int, str] = {}
+    column = dict(spec.varying)  # (an extent that differs between iterations: the row's)
 
     def sized(v) -> str:
         v = int(v)
+        if v in column:
+            return f"p[{column[v]}]"
         if v <= 1 or spec.carry or spec.carried:
             return str(v)  # (0 and 1 shape the code: a 1 is indexed, not looped)
         return sizes.setdefault(v, f"z{len(sizes)}")
+
+    def bound(shape: tuple) -> str:
+        """A scratch buffer's length: the most elements any iteration stores in it."""
+        if not any(int(d) in column for d in shape):
+            return sized(np.prod(shape, dtype=np.int64))
+        return " * ".join(f"m{column[int(d)]}" if int(d) in column else sized(d) for d in shape)
 
     def window(w: int, drop: bool = False) -> str:
         """Window ``w`` at row ``p``'s offsets; ``drop``: its size-1 dimensions indexed
@@ -88,14 +120,15 @@ def compile_template(spec: Rolled, leaves, iterations: int) -> object | None:
     extents, steps = spec.region or (tuple(spec.template.outputs[0].aval.shape), ())
     size = int(np.prod(extents, dtype=np.int64))
     store, col = [], cols[-1]  # each array's region, from the scratch buffer of the kernel output it stores
-    regions = spec.regions if spec.carried else [spec.region, *spec.lockstep] if spec.region is not None else []
+    regions = spec.regions if spec.carried else [spec.region, *spec.lockstep, *spec.stores] \
+        if spec.region is not None else []
     for j, (ext, st) in enumerate(regions):
         src = "o0" if ks is None else named[id(outs[j])]
         store += _store(ext, st, col, "dst" if spec.carried else _dst(spec, j), src, sized)
         col += len(ext)
     if ks is None:  # (copied first: the window may overlap the region)
         step = [f"o0 = {window(inputs[id(out)])}.copy().reshape({sized(size)})", *store]
-        consts, work, scratch = [], size, []
+        consts, own, scratch = [], size, []
     else:
         call, consts = [], []
         for lp, kernel in zip(loops, kernels):
@@ -132,9 +165,10 @@ def compile_template(spec: Rolled, leaves, iterations: int) -> object | None:
             flagged = call[0][:-1] + ", tf)"
             call = [flagged, "if tf[0]:", "    tf[0] = 0", "    " + flagged.replace("kernel_serial(", "kernel_exact(", 1)]
         step = [*call, *store]
-        work = sum(int(np.prod(lp.domain, dtype=np.int64)) for lp in loops)
-        scratch = [f"        {named[id(o)]} = np.empty({sized(np.prod(o.aval.shape, dtype=np.int64))}, "
-                   f"np.{np.dtype(o.aval.dtype).name})" for lp in loops for o in lp.outputs]
+        own = sum(int(np.prod(lp.domain, dtype=np.int64)) for lp in loops)
+        scratch = [f"        {named[id(o)]} = np.empty({bound(o.aval.shape)}, np.{np.dtype(o.aval.dtype).name})"
+                   for lp in loops for o in lp.outputs]
+    work = own if work is None else work
     if not spec.independent and work >= SERIAL_MAX:
         return None  # each step of a time loop big enough for threads: stays unrolled
     trig = ["tf = np.zeros(1, np.int8)"] if ks is not None and ks.has_trig else []
@@ -151,6 +185,8 @@ def compile_template(spec: Rolled, leaves, iterations: int) -> object | None:
 
     def loop(name: str, threads: bool) -> str:
         body = [
+            *(f"    m{c} = table[:, {c}].max()" for _, c in spec.varying
+              if any(re.search(rf"\bm{c}\b", line) for line in scratch)),
             "    n = table.shape[0]",
             f"    nch = min(n, {CHUNKS})" if threads else "    nch = min(n, 1)",
             f"    for c in {'prange' if threads else 'range'}(nch):",
@@ -189,6 +225,7 @@ def compile_template(spec: Rolled, leaves, iterations: int) -> object | None:
             cpu_cache.compile_parallel_later(source, serial, lambda threads: fn.__setitem__(0, threads), "rolled")
 
     runner.source = source
+    runner.work = own
     return runner
 
 

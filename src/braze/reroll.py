@@ -55,6 +55,9 @@ from .graph import Graph, Node, toposort
 MIN_RUN = 8         # iterations below which a run stays unrolled
 MAX_INTERIOR = 48   # nodes in one iteration's interior (past it: not re-rolled)
 _STATEFUL = frozenset({"host_call", "compress", "kernel", "composite", "rolled"})
+# ops whose ``shape`` param is the extents of their result: a symbol's in a
+# shape-free signature, resolved per iteration by a loop whose extents differ
+_SHAPED = frozenset({"reshape", "broadcast_to"})
 _SOURCES = frozenset({"input", "const", "capture"})
 
 
@@ -112,6 +115,16 @@ class Rolled:
     array, stored in order), then the next values; ``region`` is None, the
     table's last columns are each region's starts in turn, and the node's
     result is the tuple of the array and the last values.
+    ``stores``: the regions (extents, steps) of the same array each iteration
+    stores into after ``region``, in order (``cov[i:, i] = cov[i, i:] = v``:
+    a loop storing one value twice); the template has an output per region.
+    ``varying``: the extents that differ from one iteration to the next
+    (``x[i + 1:]`` for each ``i``, back substitution's), as (its value in the
+    template, the table column holding each iteration's): the table's last
+    columns. The template is the first iteration's; the ``shape`` of its
+    reshapes and broadcasts are those extents too. ``last``: the spec of the
+    run's last iteration, for ``compile_template`` to check that the code it
+    writes is the same (None once compiled).
     ``runner``: a target's compiled loop, ``runner(dst, leaves, table, consts)``
     writing into ``dst`` (returning the last value, for a carry; for a stepped
     loop ``runner(dst, values, leaves, table, consts)`` returning the last
@@ -127,6 +140,9 @@ class Rolled:
     lockstep: tuple = ()
     carried: tuple = ()
     regions: tuple = ()
+    varying: tuple = ()
+    last: object = None
+    stores: tuple = ()
 
     @property
     def arrayless(self) -> bool:
@@ -140,6 +156,8 @@ class Rolled:
             kind = f"stepped, {len(self.carried)} values carried, {len(self.regions)} stores a step"
         if self.lockstep:
             kind += f", {1 + len(self.lockstep)} arrays in lockstep"
+        if self.stores:
+            kind += f", {1 + len(self.stores)} stores a step"
         return f"<{len(self.template.nodes)} nodes a step, {kind}>"
 
     def run(self, dst: np.ndarray, leaves, table: Table, consts: Table | None = None) -> np.ndarray:
@@ -172,15 +190,23 @@ class Rolled:
         dsts = tuple(dst) if self.lockstep else (dst,)
         if self.carried:
             regions, targets = self.regions, (dst,) * len(self.regions)
+        elif self.stores:
+            regions, targets = (self.region, *self.stores), (dst,) * (1 + len(self.stores))
         else:
             regions, targets = ((), ()) if self.carry else ((self.region, *self.lockstep), dsts)
+        column = dict(self.varying)
         for row, crow in zip(rows, crows):
             env, col = {}, 0
+
+            def sized(extents: tuple) -> tuple:  # (this iteration's: ``varying``)
+                return tuple(int(row[column[e]]) if e in column else e for e in extents)
+
             env.update((id(node), param_value(c, node.aval)) for node, c in zip(params, crow))
             env.update((id(node), v) for node, v in zip(inputs, heads))
             for k, (which, extents, steps) in enumerate(self.windows):
                 base = leaves[which] if which >= 0 else heads[0] if self.carry else dsts[-1 - which]
-                env[id(inputs[first + k])] = np.asarray(base)[_window(row[col:col + len(extents)], extents, steps)]
+                env[id(inputs[first + k])] = np.asarray(base)[_window(row[col:col + len(extents)], sized(extents),
+                                                                      steps)]
                 col += len(extents)
             env.update((id(inputs[first + nwin + k]), leaf) for k, leaf in enumerate(leaves))
 
@@ -188,10 +214,13 @@ class Rolled:
                 return n.kw["value"].value if n.op == "const" else env[id(n)]
 
             for n in order:
-                env[id(n)] = NUMPY_IMPL[n.op](*[value(i) for i in n.inputs], **n.kw)
+                kw = n.kw
+                if column and n.op in _SHAPED:
+                    kw = {**kw, "shape": sized(kw["shape"])}
+                env[id(n)] = NUMPY_IMPL[n.op](*[value(i) for i in n.inputs], **kw)
             outs = [value(o) for o in self.template.outputs]  # (all computed before any is stored)
             for d, (extents, steps), v in zip(targets, regions, outs):
-                d[_window(row[col:col + len(extents)], extents, steps)] = v
+                d[_window(row[col:col + len(extents)], sized(extents), steps)] = v
                 col += len(extents)
             heads = tuple(outs[len(regions):])
         return heads
@@ -249,12 +278,20 @@ def reroll(graph: Graph, compile_template=None) -> Graph:
     for k, chain in enumerate(chains):
         if k in done:
             continue
-        its, runs = _alike_runs(lambda j, recompute: _iteration([chain[j]], index, uses, recompute), len(chain), 0)
+        # iterations alike up to their extents first (``x[i + 1:]`` for each i: one run);
+        # where such a run cannot roll, its stretches of equal extents may
+        its, runs = _alike_runs(lambda j, recompute: _iteration([chain[j]], index, uses, recompute), len(chain), 0,
+                                key=_shape_free)
         for start, end in runs:
-            node = _rolled([chain[start:end]], its[start:end], index, compile_template)
-            if node is not None:
-                replace[id(chain[end - 1])] = node
+            if _roll(chain, its, start, end, index, compile_template, replace):
                 done.add(k)
+            elif len({it.extents for it in its[start:end]}) > 1:
+                for a, b in _runs(its[start:end], 0):
+                    if _roll(chain, its, start + a, start + b, index, compile_template, replace):
+                        done.add(k)
+    for k, chain in enumerate(chains):
+        if k not in done and _periodic_runs(chain, index, uses, replace, compile_template):
+            done.add(k)
     # stepped iterations are cut in DFS order, which follows the trace where an
     # update chain is reached first: a loop returning its last state and its
     # path (``return state, path``) would otherwise list every state first
@@ -279,6 +316,49 @@ def reroll(graph: Graph, compile_template=None) -> Graph:
     return Graph(graph.inputs, outputs, graph.captures, graph.input_names, graph.notes)
 
 
+# The most updates of one array an iteration may make (``_periodic_runs``).
+MAX_PERIOD = 4
+
+
+def _periodic_runs(chain: list, index: dict, uses: dict, replace: dict, compile_template) -> bool:
+    """Runs of a chain no run of single updates rolled whose iterations each
+    make ``p`` updates of its array in turn (``cov[i:m, i] = cov[i, i:m] =
+    v``: two regions a step, one value), added to ``replace``. Tried for each
+    period up to MAX_PERIOD and each phase, first at one iteration in the
+    middle of the chain; returns whether any rolled."""
+    for p in range(2, MAX_PERIOD + 1):
+        for phase in range(p):
+            count = (len(chain) - phase) // p
+            if count < MIN_RUN:
+                return False
+            middle = phase + count // 2 * p
+            if _iteration(chain[middle:middle + p], index, uses) is None:
+                continue
+
+            def make(j, recompute, phase=phase):
+                return _iteration(chain[phase + j * p:phase + j * p + p], index, uses, recompute)
+
+            its, runs = _alike_runs(make, count, 0, key=_shape_free)
+            rolled = False
+            for start, end in runs:
+                stretch = [chain[phase + start * p + r:phase + end * p:p] for r in range(p)]
+                node = _rolled(stretch, its[start:end], index, compile_template, one_array=True)
+                if node is not None:
+                    replace[id(stretch[-1][-1])] = node
+                    rolled = True
+            if rolled:
+                return True
+    return False
+
+
+def _roll(chain: list, its: list, start: int, end: int, index: dict, compile_template, replace: dict) -> bool:
+    """``chain[start:end]`` re-rolled into ``replace`` (False: it cannot be)."""
+    node = _rolled([chain[start:end]], its[start:end], index, compile_template)
+    if node is not None:
+        replace[id(chain[end - 1])] = node
+    return node is not None
+
+
 @dataclass
 class _Iteration:
     signature: tuple   # equal for two updates exactly when they differ only in offsets
@@ -289,6 +369,8 @@ class _Iteration:
     consts: list = None  # the scalar constants the interior reads, in order (compared by value apart)
     shared: bool = False  # a value other iterations read too was left a leaf (``recompute`` would take it in)
     moved: dict = None  # id of a window of an array this iteration updates, apart from its region -> which
+    shape_free: tuple = ()  # the signature with each extent of 2 or more a symbol (``_erased``)
+    extents: tuple = ()  # the symbols' values in this iteration, in order
 
 
 def _iteration(updates, index, uses, recompute: bool = False) -> _Iteration | None:
@@ -398,6 +480,13 @@ def _iteration_of(values: list, dsts: list, regions: list, index, uses, recomput
     ref: dict[int, tuple] = {}
     it = _Iteration((), [], {}, interior, [], [], shared, moved)
     sig = []
+    symbols: dict[int, int] = {}  # an extent of 2 or more -> its symbol, in order of first appearance
+
+    def erased(shape: tuple) -> tuple:
+        return tuple(d if d <= 1 else ("z", symbols.setdefault(d, len(symbols))) for d in shape)
+
+    def aval(a) -> tuple:
+        return (erased(a.shape), a.dtype, a.weak)
     for n in interior:
         base = n.inputs[0] if n.inputs else None
         if n.op == "slice" and id(base) not in inside and base.op != "const" \
@@ -407,7 +496,7 @@ def _iteration_of(values: list, dsts: list, regions: list, index, uses, recomput
                 it.leaves.setdefault(id(base), base)
             ref[id(n)] = ("win", len(it.windows))
             it.windows.append(n)
-            sig.append(("win", ("dst", dst) if dst is not None else ("leaf", id(base)), n.aval,
+            sig.append(("win", ("dst", dst) if dst is not None else ("leaf", id(base)), aval(n.aval),
                         tuple(s for _, _, s in n.kw["slices"])))
             it.offsets.extend(a for a, _, _ in n.kw["slices"])
             continue
@@ -427,67 +516,114 @@ def _iteration_of(values: list, dsts: list, regions: list, index, uses, recomput
                     it.leaves.setdefault(id(i), i)
                 args.append(("leaf", id(i)))
         ref[id(n)] = ("node", len(sig))
-        sig.append((n.op, n.params, n.aval, tuple(args)))
+        params = n.params
+        if n.op in _SHAPED:
+            params = tuple((k, erased(v) if k == "shape" else v) for k, v in params)
+        sig.append((n.op, params, aval(n.aval), tuple(args)))
     if carry:
-        sig.append(("carry", ref[id(value)], value.aval))
+        sig.append(("carry", ref[id(value)], aval(value.aval)))
     for v, region in zip(values, regions):
         if region is not None:
-            sig.append(("region", ref[id(v)], tuple(s for _, _, s in region), v.aval.shape))
+            sig.append(("region", ref[id(v)], tuple(s for _, _, s in region), erased(v.aval.shape)))
             it.offsets.extend(a for a, _, _ in region)
-    it.signature = tuple(sig)
+    it.shape_free = tuple(sig)
+    it.extents = tuple(symbols)
+    it.signature = (it.shape_free, it.extents)
     return it
 
 
-def _rolled(runs: list, its: list[_Iteration], index: dict, compile_template, init: Node | None = None
-            ) -> Node | None:
+def _rolled(runs: list, its: list[_Iteration], index: dict, compile_template, init: Node | None = None,
+            one_array: bool = False) -> Node | None:
     """The ``rolled`` node of a run of alike updates (``runs``: one list of
     updates, or one per array of a lockstep loop, iteration k the k-th of
     each), or with ``init`` (the value the first carries on from) of alike
-    carried values (None: left unrolled)."""
+    carried values (None: left unrolled). ``one_array``: ``runs`` are the
+    updates of one array, iteration k making the k-th of each in turn
+    (``Rolled.stores``). Iterations alike up to their
+    extents (``_Iteration.shape_free``) roll when each extent that differs
+    grows or shrinks steadily along the run, a region updated in place
+    (``Rolled.varying``)."""
     first = its[0]
     carry = init is not None
     if any(index[id(leaf)] >= min(index[id(run[0])] for run in runs) for leaf in first.leaves.values()):
         return None  # a leaf computed after the run starts (it might read the run's updates)
-    dsts = [init] if carry else [run[0].inputs[0] for run in runs]
-    which = {id(d): -1 - j for j, d in enumerate(dsts)}
+    dsts = [init] if carry else [run[0].inputs[0] for run in runs[:1 if one_array else len(runs)]]
     leaves = list(first.leaves.values())
-    position = {id(leaf): k for k, leaf in enumerate(leaves)}
-    inputs, windows, mapping = [], [], {}
-    if carry:
-        mapping[id(init)] = Node.make("input", (), init.aval, index=0)
-        inputs.append(mapping[id(init)])
-    for n in first.windows:
-        base = n.inputs[0]
-        moved = first.moved.get(id(n)) if first.moved else None
-        windows.append((-1 - moved if moved is not None else which.get(id(base), position.get(id(base))),
-                        tuple(n.aval.shape), tuple(s for _, _, s in n.kw["slices"])))
-        mapping[id(n)] = Node.make("input", (), n.aval, index=len(inputs))
-        inputs.append(mapping[id(n)])
-    made = _template_interior(first, its, leaves, inputs, mapping)
+    extents = np.array([it.extents for it in its], dtype=np.int64).reshape(len(its), -1)
+    varying = [s for s in range(extents.shape[1]) if (extents[:, s] != extents[0, s]).any()]
+    if varying and (carry or len(runs) > 1 and not one_array or not all(_monotone(extents[:, s]) for s in varying)):
+        return None
+    made = _spec(runs, its, 0, dsts, leaves, init)
     if made is None:
         return None
-    values, avals = made
-    stored = [runs[0][0]] if carry else [run[0].inputs[1] for run in runs]
-    template = Graph(inputs, [mapping[id(v)] for v in stored])
-    table = Table(np.array([it.offsets for it in its], dtype=np.int64).reshape(len(its), -1))
+    template, windows, regions, values, avals = made
+    if one_array and (first.moved or any(w[0] < -1 for w in windows)):
+        return None  # (a read of the array between two of an iteration's stores)
+    offsets = np.array([it.offsets for it in its], dtype=np.int64).reshape(len(its), -1)
+    table = Table(np.concatenate([offsets, extents[:, varying]], axis=1))
+    sizes = [(int(extents[0, s]), offsets.shape[1] + j) for j, s in enumerate(varying)]
     consts = Table(values, np.float64)
-    regions = [] if carry else [(tuple(v.aval.shape), tuple(s for _, _, s in run[0].kw["slices"]))
-                                for v, run in zip(stored, runs)]
     if carry:
         region, lockstep, independent = None, (), False
+    elif one_array:
+        region, lockstep, independent = regions[0], (), False
     elif len(runs) > 1:
         region, lockstep, independent = regions[0], tuple(regions[1:]), False
     else:
         region, lockstep = regions[0], ()
-        independent = all(w[0] >= 0 for w in windows) and _disjoint(table.rows, region, dsts[0].aval.shape)
-    spec = Rolled(template, tuple(windows), region, independent, carry=carry, params=avals, lockstep=lockstep)
+        independent = all(w[0] >= 0 for w in windows) and _disjoint(table.rows, region, dsts[0].aval.shape,
+                                                                    offsets.shape[1], dict(sizes))
+    spec = Rolled(template, windows, region, independent, carry=carry, params=avals, lockstep=lockstep,
+                  varying=tuple(sizes), stores=tuple(regions[1:]) if one_array else ())
     if compile_template is not None:
-        runner = compile_template(spec, leaves, len(runs[0]))
+        last = None
+        if varying:  # (the code the target writes for the last iteration: checked to be the same)
+            template, windows, regions, _, _ = _spec(runs, its, -1, dsts, leaves, init)
+            last = dataclasses.replace(spec, template=template, windows=windows, region=regions[0],
+                                       stores=tuple(regions[1:]) if one_array else (),
+                                       varying=tuple((int(extents[-1, s]), c) for s, (_, c) in zip(varying, sizes)))
+        runner = compile_template(dataclasses.replace(spec, last=last), leaves, len(runs[0]))
         if runner is None:
             return None
-        spec = Rolled(template, tuple(windows), region, independent, runner, carry, avals, lockstep)
+        spec = dataclasses.replace(spec, runner=runner)
     aval = tuple(d.aval for d in dsts) if lockstep else dsts[0].aval
     return Node.make("rolled", (*dsts, *leaves), aval, spec=spec, table=table, consts=consts)
+
+
+def _spec(runs: list, its: list[_Iteration], k: int, dsts: list, leaves: list, init: Node | None) -> tuple | None:
+    """The template of iteration ``k`` of a run (``_rolled``), over the windows
+    it reads, the ``leaves`` and the constants that differ between the
+    iterations: (template, windows, regions, the constants' table, their
+    avals), or None."""
+    it = its[k]
+    carry = init is not None
+    which = {id(d): -1 - j for j, d in enumerate(dsts if carry else [run[k].inputs[0] for run in runs])}
+    position = {id(leaf): j for j, leaf in enumerate(leaves)}
+    inputs, windows, mapping = [], [], {}
+    if carry:
+        mapping[id(init)] = Node.make("input", (), init.aval, index=0)
+        inputs.append(mapping[id(init)])
+    for n in it.windows:
+        base = n.inputs[0]
+        moved = it.moved.get(id(n)) if it.moved else None
+        windows.append((-1 - moved if moved is not None else which.get(id(base), position.get(id(base))),
+                        tuple(n.aval.shape), tuple(s for _, _, s in n.kw["slices"])))
+        mapping[id(n)] = Node.make("input", (), n.aval, index=len(inputs))
+        inputs.append(mapping[id(n)])
+    made = _template_interior(it, its, leaves, inputs, mapping)
+    if made is None:
+        return None
+    values, avals = made
+    stored = [runs[0][k]] if carry else [run[k].inputs[1] for run in runs]
+    template = Graph(inputs, [mapping[id(v)] for v in stored])
+    regions = [] if carry else [(tuple(v.aval.shape), tuple(s for _, _, s in run[k].kw["slices"]))
+                                for v, run in zip(stored, runs)]
+    return template, tuple(windows), regions, values, avals
+
+
+def _monotone(column: np.ndarray) -> bool:
+    steps = np.diff(column)
+    return bool((steps >= 0).all() or (steps <= 0).all())
 
 
 def _template_interior(first, its: list, leaves: list, inputs: list, mapping: dict) -> tuple | None:
@@ -953,14 +1089,14 @@ def _stretches(chain: list, link: dict, rolled: set):
         lo = max(hi - 1, lo + 1)
 
 
-def _alike_runs(make, count: int, start: int) -> tuple[list, list]:
+def _alike_runs(make, count: int, start: int, key=None) -> tuple[list, list]:
     """The iterations ``make(k, recompute)`` of ``k`` in ``start..count-1`` and the
     (start, end) of their runs: first as they are, then, in each stretch of
     at least MIN_RUN left outside any run, with their small shared values
     computed again (``_iteration_of``), so that a value an iteration shares
     with others is computed again only where that makes a run."""
     its = [None] * start + [make(k, False) for k in range(start, count)]
-    runs = list(_runs(its, start))
+    runs = list(_runs(its, start, key))
     gaps, at = [], start
     for s, e in runs:
         gaps.append((at, s))
@@ -970,33 +1106,40 @@ def _alike_runs(make, count: int, start: int) -> tuple[list, list]:
         if e - s < MIN_RUN or not any(it is None or it.shared for it in its[s:e]):
             continue  # (alike iterations that differ for other reasons: no second walk)
         again = [make(k, True) for k in range(s, e)]
-        for a, b in _runs(again, 0):
+        for a, b in _runs(again, 0, key):
             its[s + a:s + b] = again[a:b]
             runs.append((s + a, s + b))
     return its, sorted(runs)
 
 
-def _runs(its: list, start: int):
-    """(start, end) of each run of at least MIN_RUN alike iterations in ``its[start:]``."""
+def _shape_free(it: _Iteration) -> tuple:
+    return it.shape_free
+
+
+def _runs(its: list, start: int, key=None):
+    """(start, end) of each run of at least MIN_RUN alike iterations in
+    ``its[start:]`` (``key``: what is compared, the signature by default)."""
+    key = key or (lambda it: it.signature)
     while start < len(its):
         end = start + 1
         while end < len(its) and its[start] is not None and its[end] is not None \
-                and its[end].signature == its[start].signature:
+                and key(its[end]) == key(its[start]):
             end += 1
         if its[start] is not None and end - start >= MIN_RUN:
             yield start, end
         start = end
 
 
-def _disjoint(rows: np.ndarray, region, shape) -> bool:
-    """No element of the array is in two iterations' regions."""
+def _disjoint(rows: np.ndarray, region, shape, end: int, column: dict) -> bool:
+    """No element of the array is in two iterations' regions (whose starts are
+    the table's columns before ``end``; ``column``: a varying extent's)."""
     extents, steps = region
     nd = len(extents)
-    starts = rows[:, rows.shape[1] - nd:]
+    starts = rows[:, end - nd:end]
     if int(np.prod(extents)) == 1:
         flat = np.ravel_multi_index(tuple(starts.T), shape) if nd else np.zeros(len(rows), np.int64)
         return len(np.unique(flat)) == len(flat)
     count = np.zeros(shape, np.int32)
-    for row in starts:
-        count[_window(row, extents, steps)] += 1
+    for row, full in zip(starts, rows):
+        count[_window(row, tuple(int(full[column[e]]) if e in column else e for e in extents), steps)] += 1
     return bool(count.max(initial=0) <= 1)

@@ -24,7 +24,7 @@ and the alias pattern.
 """
 from __future__ import annotations
 
-import dataclasses
+import functools
 import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -400,25 +400,26 @@ def static_value(name: str, value) -> Static:
     return Static(value)  # (keyed by its bits: a NaN hits the cache, -0.0 is not 0.0)
 
 
-def _leaf_paths(name: str, value) -> list[str]:
-    """A readable path per pytree leaf (``params['w']``, ``xs[2]``), iteratively."""
+@functools.lru_cache(maxsize=512)
+def _leaf_paths(name: str, treedef: tuple) -> tuple[str, ...]:
+    """A readable path per leaf of a pytree (``params['w']``, ``xs[2]``), from its
+    treedef (the same for every call with that structure: computed once), iteratively."""
     paths: list[str] = []
-    stack = [(value, name)]
+    stack = [(treedef, name)]
     while stack:
-        node, path = stack.pop()
-        if node is None:
-            continue
-        if isinstance(node, tuple) and hasattr(node, "_fields"):
-            stack.extend(reversed([(c, f"{path}.{f}") for f, c in zip(node._fields, node)]))
-        elif isinstance(node, (tuple, list)):
-            stack.extend(reversed([(c, f"{path}[{i}]") for i, c in enumerate(node)]))
-        elif isinstance(node, dict):
-            stack.extend(reversed([(node[k], f"{path}[{k!r}]") for k in pytree._sorted_keys(node)]))
-        elif dataclasses.is_dataclass(node) and not isinstance(node, type):
-            stack.extend(reversed([(getattr(node, f.name), f"{path}.{f.name}") for f in dataclasses.fields(node)]))
-        else:
+        td, path = stack.pop()
+        kind = td[0]
+        if kind == "*":
             paths.append(path)
-    return paths
+        elif kind == "namedtuple":
+            stack.extend(reversed([(c, f"{path}.{f}") for f, c in zip(td[1]._fields, td[2])]))
+        elif kind in ("tuple", "list"):
+            stack.extend(reversed([(c, f"{path}[{i}]") for i, c in enumerate(td[2])]))
+        elif kind == "dict":
+            stack.extend(reversed([(c, f"{path}[{k!r}]") for k, c in zip(td[1], td[2])]))
+        elif kind == "dataclass":
+            stack.extend(reversed([(c, f"{path}.{f}") for f, c in zip(td[3], td[2])]))
+    return tuple(paths)
 
 
 @dataclass
@@ -595,7 +596,7 @@ class Signature:
                         isinstance(v, (int, float, complex, list)) for v in value)):  # data given as a list
                 odd.append((name, value))
             leaves, treedef = pytree.flatten(value)
-            paths = _leaf_paths(name, value)
+            paths = _leaf_paths(name, treedef)
             leaf_kinds = []
             donate = position in self.donate_argnums
             for path, leaf in zip(paths, leaves):

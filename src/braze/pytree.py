@@ -12,7 +12,12 @@ import dataclasses
 from collections import defaultdict
 from typing import Any
 
+import numpy as np
+
 LEAF = ("*",)
+# types that are always leaves (arrays and numbers), told apart first
+_LEAVES = frozenset({np.ndarray, float, int, bool, complex, str, np.float64, np.float32, np.int64, np.int32,
+                     np.bool_})
 
 
 def _sorted_keys(d: dict) -> list:
@@ -32,6 +37,9 @@ def flatten(tree: Any) -> tuple[list, tuple]:
 # (function -> cell -> function) that keeps the leaves it saw, input and
 # output arrays included, alive until the cyclic garbage collector runs.
 def _walk(node, leaves: list):
+    if type(node) in _LEAVES:  # (most nodes: a parameter tree's arrays, checked first)
+        leaves.append(node)
+        return LEAF
     if node is None:
         return ("None",)
     if isinstance(node, tuple) and hasattr(node, "_fields"):

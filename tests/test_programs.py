@@ -98,7 +98,7 @@ DIFFERENTIABLE.update({name: False for name in (
 # array under the eager tape, which refuses the watched values written into it: its
 # compiled gradient is checked below)
 DIFFERENTIABLE.update({name: False for name in (
-    "burgers", "rolling_std", "bilinear", "masked_edits", "lu_doolittle")})
+    "burgers", "rolling_std", "bilinear", "masked_edits", "lu_doolittle")}, dtw_distance=True)
 
 
 # Fewer time steps for the gradient of the integrators (their corpus runs are

@@ -38,14 +38,27 @@ Limits (documented in the README):
   traced values meet them.
 * A ``numba.njit`` function compiled *in another thread while a trace runs*
   that calls one of these functions sees the wrapper and fails to type it.
+
+Python's builtins ``min`` and ``max`` given traced scalars of one aval
+(``min(D[i - 1, j], D[i, j - 1], D[i - 1, j - 1])``, a dynamic program's
+step) are replaced too, in a trace, from user code: Python's own would
+compare them, and a comparison used as a Python bool specializes the
+program on its outcome (a guard, and a new trace whenever the data
+choose otherwise: a DTW on new data traced on every call). Traced, each
+comparison is Python's (``item < best``, the first of equal items kept, a
+NaN compared as Python compares it) and selects with ``where``. Items of
+different dtypes or weakness keep Python's builtin: which one it returns
+would decide the result's type.
 """
 from __future__ import annotations
 
+import builtins
 import contextlib
 import dis
 import functools
 import importlib
 import linecache
+import operator
 import re
 import sys
 import threading
@@ -64,13 +77,20 @@ MATRIX_CONSTRUCTORS = ("eye", "identity", "tri")
 CONVERTERS = ("array", "asarray", "asanyarray", "ascontiguousarray", "asfortranarray", "require", "frombuffer", "fromiter",
               "fromstring")
 INDEX_BUILDERS = ("r_", "c_")
+# Functions a program calls on a list of traced scalars (``np.min([D[i - 1, j],
+# D[i, j - 1]])``): NumPy converts the list before any dispatch, which is a
+# graph break per call; given a list or tuple holding braze arrays they get
+# the list as a braze array (``np.array``'s rule), and dispatch as usual.
+LIST_FUNCTIONS = ("min", "max", "amin", "amax", "sum", "prod", "mean", "std", "var", "median", "average",
+                  "argmin", "argmax", "any", "all", "ptp", "nanmin", "nanmax", "nansum", "nanmean", "cumsum",
+                  "cumprod", "sort")
 # ``np.errstate(all="raise")`` asks NumPy to raise on floating-point errors,
 # which compiled kernels do not check: the call runs as NumPy (sideeffects).
 ERRSTATE = ("errstate",)
 # Functions of dtypes that NumPy refuses arrays for (it reads a traced array's
 # ``dtype`` attribute as a dtype-like): refused for traced arrays too.
 DTYPE_FUNCTIONS = ("promote_types",)
-NAMES = CONSTRUCTORS + MATRIX_CONSTRUCTORS + CONVERTERS + INDEX_BUILDERS + ERRSTATE + DTYPE_FUNCTIONS
+NAMES = CONSTRUCTORS + MATRIX_CONSTRUCTORS + CONVERTERS + INDEX_BUILDERS + ERRSTATE + DTYPE_FUNCTIONS + LIST_FUNCTIONS
 
 # Callers inside these packages always get NumPy's own functions.
 _LIBRARIES = ("numpy", "scipy", "braze", "numba", "llvmlite")
@@ -78,6 +98,8 @@ _LIBRARIES = ("numpy", "scipy", "braze", "numba", "llvmlite")
 _lock = threading.Lock()
 _active = 0
 _originals = {name: getattr(numpy, name) for name in NAMES}
+BUILTINS = ("min", "max")
+_builtin_originals = {name: getattr(builtins, name) for name in BUILTINS}
 
 
 def _context_kind() -> str | None:
@@ -177,6 +199,19 @@ def _converter(name: str):
     return wrapper
 
 
+def _list_function(name: str):
+    original = _originals[name]
+
+    @functools.wraps(original)
+    def wrapper(*args, **kwargs):
+        if (args and type(args[0]) in (list, tuple) and _context_kind() is not None and _holds_braze_array(args[0])
+                and _from_user_code()):
+            return original(bnp.array(args[0]), *args[1:], **kwargs)
+        return original(*args, **kwargs)
+
+    return wrapper
+
+
 class _IndexBuilder:
     """``np.r_`` / ``np.c_``: braze's concatenation for traced items, NumPy's otherwise."""
 
@@ -258,12 +293,45 @@ def _dtype_function(name: str):
     return wrapper
 
 
+def _python_extremum(name: str):
+    """Python's ``min``/``max`` of traced scalars of one aval, as ``where``s (see the module's doc)."""
+    original = _builtin_originals[name]
+    better = operator.lt if name == "min" else operator.gt  # (Python's: ``item < best`` replaces best)
+
+    @functools.wraps(original)
+    def wrapper(*args, **kwargs):
+        if kwargs or not args:
+            return original(*args, **kwargs)
+        items = args if len(args) > 1 else args[0]
+        if type(items) not in (tuple, list) or len(items) < 2 or not _alike_scalars(items) \
+                or _context_kind() != "trace" or not _from_user_code():
+            return original(*args, **kwargs)
+        best = items[0]
+        for item in items[1:]:
+            best = bnp.where(better(item, best), item, best)
+        return best
+
+    return wrapper
+
+
+def _alike_scalars(items) -> bool:
+    """Whether ``items`` are all traced 0-d arrays of one aval (dtype and weakness)."""
+    from .surface import ArrayMethods
+
+    first = items[0]
+    if not isinstance(first, ArrayMethods) or getattr(first, "aval", None) is None or first.aval.shape != ():
+        return False
+    return all(isinstance(v, ArrayMethods) and getattr(v, "aval", None) == first.aval for v in items)
+
+
 _wrappers = {name: _constructor(name) for name in CONSTRUCTORS}
 _wrappers.update({name: _dtype_function(name) for name in DTYPE_FUNCTIONS})
 _wrappers["errstate"] = _errstate
 _wrappers.update({name: _matrix_constructor(name) for name in MATRIX_CONSTRUCTORS})
 _wrappers.update({name: _converter(name) for name in CONVERTERS})
 _wrappers.update({name: _IndexBuilder(name) for name in INDEX_BUILDERS})
+_wrappers.update({name: _list_function(name) for name in LIST_FUNCTIONS})
+_builtin_wrappers = {name: _python_extremum(name) for name in BUILTINS}
 
 
 def acquire() -> None:
@@ -273,6 +341,8 @@ def acquire() -> None:
         if _active == 0:
             for name in NAMES:
                 setattr(numpy, name, _wrappers[name])
+            for name in BUILTINS:
+                setattr(builtins, name, _builtin_wrappers[name])
             _bit_generator.randbits = _fresh_entropy
         _active += 1
 
@@ -284,6 +354,8 @@ def release() -> None:
         if _active == 0:
             for name in NAMES:
                 setattr(numpy, name, _originals[name])
+            for name in BUILTINS:
+                setattr(builtins, name, _builtin_originals[name])
             _bit_generator.randbits = _randbits
 
 

@@ -832,6 +832,36 @@ def _unrolled_sum(node: Node) -> Node | None:
     return _reshape(total, node.aval.shape)
 
 
+def unroll_short_extrema(graph: Graph) -> Graph:
+    """``np.min([D[i - 1, j], D[i, j - 1], D[i - 1, j - 1]])``: the least (or
+    greatest) of at most SHORT_EXTREMUM scalars stacked into a vector is
+    ``minimum``s (``maximum``s) of them in order, NumPy's own reduction of so
+    few elements (NaN propagated, the same element kept on a tie), bit for
+    bit. The vector is never built: the step of a dynamic program is one
+    elementwise kernel, and a loop of such steps re-rolls."""
+
+    def unrolled(node: Node) -> Node:
+        if node.op not in ("reduce_min", "reduce_max") or node.aval.shape != () or node.inputs[0].op != "concatenate":
+            return node
+        pieces = node.inputs[0].inputs
+        dtype = node.aval.dtype
+        if not 2 <= len(pieces) <= SHORT_EXTREMUM or np.dtype(dtype).kind not in "iuf" or any(
+                p.aval.size != 1 or p.aval.dtype != dtype for p in pieces):
+            return node
+        op = "minimum" if node.op == "reduce_min" else "maximum"
+        scalar = node.aval
+        best = _reshape(pieces[0], ())
+        for p in pieces[1:]:
+            best = Node.make(op, (best, _reshape(p, ())), scalar)
+        return best
+
+    return rewrite(graph, unrolled)
+
+
+# The most scalars a min or max of a stacked vector is written out for.
+SHORT_EXTREMUM = 8
+
+
 def _never_negative_zero(node: Node) -> bool:
     """Whether ``node`` can never be -0.0 (then ``0.0 + node`` is ``node``,
     bit for bit, NaN included): a square or an absolute value, k-means'
@@ -852,6 +882,7 @@ PASSES: list[tuple[str, Callable[[Graph], Graph]]] = [
     ("drop_identities", drop_identities),
     ("masked_sums", masked_sums),
     ("unroll_short_sums", unroll_short_sums),
+    ("unroll_short_extrema", unroll_short_extrema),
     ("batch_matvecs", batch_matvecs),
     ("sink_slices", sink_slices),
     ("lift_rotations", lift_rotations),

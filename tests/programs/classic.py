@@ -76,6 +76,32 @@ def lu_doolittle(A):
     return L, U
 
 
+def dtw_distance(a, b):
+    """Dynamic time warping of two series, the textbook double loop (Python's
+    min of three neighbouring cells)."""
+    n, m = len(a), len(b)
+    D = np.full((n + 1, m + 1), np.inf)
+    D[0, 0] = 0.0
+    for i in range(1, n + 1):
+        for j in range(1, m + 1):
+            cost = abs(a[i - 1] - b[j - 1])
+            D[i, j] = cost + min(D[i - 1, j], D[i, j - 1], D[i - 1, j - 1])
+    return D[n, m]
+
+
+def edit_distance(s, t):
+    """Levenshtein distance of two symbol sequences, with NumPy's min of a list."""
+    n, m = len(s), len(t)
+    D = np.zeros((n + 1, m + 1), dtype=np.int64)
+    D[:, 0] = np.arange(n + 1)
+    D[0, :] = np.arange(m + 1)
+    for i in range(1, n + 1):
+        for j in range(1, m + 1):
+            substitute = D[i - 1, j - 1] + (s[i - 1] != t[j - 1])
+            D[i, j] = np.min([D[i - 1, j] + 1, D[i, j - 1] + 1, substitute])
+    return D[n, m]
+
+
 def rule30(cells, steps):
     history = np.zeros((steps, cells.size), dtype=np.uint8)
     for t in range(steps):
@@ -180,6 +206,8 @@ EXAMPLES = {
     "gauss_pivot": (gauss_pivot, lambda n: (_rng().random((n, n)), _rng().random(n)), {}, 5, 30),
     "lu_doolittle": (lu_doolittle, lambda n: (_rng().random((n, n)) + n * np.eye(n),), {}, 5, 30),
     "rule30": (rule30, _cells, {"steps": 16}, 31, 100_001),
+    "dtw_distance": (dtw_distance, lambda n: (_rng().standard_normal(n), _rng().standard_normal(n + 3)), {}, 6, 40),
+    "edit_distance": (edit_distance, lambda n: (_rng().integers(0, 4, n), _rng().integers(0, 4, n + 2)), {}, 6, 40),
     "burgers": (burgers, lambda n: (np.sin(np.linspace(0, 2 * np.pi, n)),), {"steps": 20}, 32, 1_000_000),
     "knn_predict": (knn_predict, _knn, {}, 20, 2000),
     "rolling_std": (rolling_std, lambda n: (_rng().random(n),), {"w": 5}, 30, 1_000_000),

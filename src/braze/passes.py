@@ -49,6 +49,78 @@ def fold_constants(graph: Graph) -> Graph:
     return rewrite(graph, fold)
 
 
+# The most bytes an array of constants folded by fold_constant_stores may hold.
+FOLD_BYTES = 1 << 22
+# Ops whose value fold_constant_stores computes from constants (a stored value, a base).
+_FOLDED = frozenset({"broadcast_to", "reshape", "convert"})
+
+
+def fold_constant_stores(graph: Graph) -> Graph:
+    """Stores of constants into an array of constants, computed once: a table
+    built by a loop over static sizes (``out[i] = (state >> 33) / 2.0 ** 31``
+    with the state a Python int, a sieve over a static ``n`` whose branches a
+    trace decides from constants alone) is a captured array, read-only,
+    instead of one update per element on every call. A chain is computed in
+    place, in order (linear in its length); arrays of more than FOLD_BYTES
+    stay updates. A folded array the function returns is copied at each call
+    (a result whose node is a capture: ``pipeline._mark_shared_results``), a
+    new array as NumPy's is."""
+    known: dict[int, np.ndarray] = {}   # id(node) -> its value (a chain's array, owned until passed on)
+    users: dict[int, int] = {}
+    for node in graph.nodes:
+        for i in node.inputs:
+            users[id(i)] = users.get(id(i), 0) + 1
+    for o in graph.outputs:
+        users[id(o)] = users.get(id(o), 0) + 1
+
+    def constant(node: Node, size: int = 64):
+        """The value of a constant of at most ``size`` elements computed from a
+        literal by _FOLDED ops (a stored value, a base: ``np.empty(n)``), or None."""
+        if node.op == "const":
+            return np.asarray(node.kw["value"].value, node.aval.dtype)
+        if node.op in _FOLDED and node.aval.size <= size:
+            inner = constant(node.inputs[0], size)
+            return None if inner is None else np.asarray(NUMPY_IMPL[node.op](inner, **node.kw))
+        return None
+
+    folded = []
+    for node in graph.nodes:
+        if node.op != "update_slice" or isinstance(node.aval, tuple) or \
+                node.aval.size * np.dtype(node.aval.dtype).itemsize > FOLD_BYTES:
+            continue
+        base, value = node.inputs
+        stored = constant(value, node.aval.size)
+        if stored is None:
+            continue
+        if id(base) in known:
+            array = known[id(base)] if users[id(base)] == 1 else known[id(base)].copy()
+        else:
+            array = constant(base, node.aval.size)
+            if array is None:
+                continue
+            array = np.array(array, copy=True)
+        array[tuple(slice(a, b, c) for a, b, c in node.kw["slices"])] = stored
+        known[id(node)] = array
+        folded.append(node)
+    if not folded:
+        return graph
+    captures = list(graph.captures)
+    mapping: dict[int, Node] = {}
+    chained = {id(n.inputs[0]) for n in folded if id(n.inputs[0]) in known and users[id(n.inputs[0])] == 1}
+    for node in folded:
+        if id(node) in chained:
+            continue  # (its array was passed on to the next store, and holds that one's value)
+        array = known[id(node)]
+        array.flags.writeable = False
+        mapping[id(node)] = Node.make("capture", (), node.aval, index=len(captures))
+        captures.append(array)
+    for node in graph.nodes:
+        if id(node) not in mapping:
+            mapping[id(node)] = node.replace([mapping[id(i)] for i in node.inputs]) if node.inputs else node
+    outputs = [mapping[id(o)] for o in graph.outputs]
+    return Graph([mapping.get(id(n), n) for n in graph.inputs], outputs, captures, graph.input_names, graph.notes)
+
+
 _IDENTITY_OPS = with_flag("identity")
 _REDUCE_ANY = frozenset(op for op, kind in KIND.items() if kind == "reduce")
 _REDUCTIONS = _REDUCE_ANY - {"argmax", "argmin"}
@@ -878,6 +950,7 @@ def _never_negative_zero(node: Node) -> bool:
 
 PASSES: list[tuple[str, Callable[[Graph], Graph]]] = [
     ("fold_constants", fold_constants),
+    ("fold_constant_stores", fold_constant_stores),
     ("scalarize_small_vectors", scalarize_small_vectors),
     ("drop_identities", drop_identities),
     ("masked_sums", masked_sums),

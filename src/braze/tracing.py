@@ -274,6 +274,7 @@ class GraphContext:
         self.guards: list[tuple[Node, np.ndarray, str]] = []  # (node, value traced with, what)
         self._values: dict[int, tuple] = {}  # id(node) -> (node, its value)
         self._reads: dict[int, tuple] = {}  # id(node) -> (node, whether it depends on an input or capture)
+        self._alike: dict[int, tuple] = {}  # id(node) -> (node, whether computed_alike)
         self.converted = False  # a traced value was converted to a NumPy array (``__array__``)
         self.known = None  # ids of the NumPy arrays the function could reach before (sideeffects.Watch)
         # Selections whose length nothing has read yet (``zr[mask] ** 2``, stored back
@@ -321,6 +322,16 @@ class GraphContext:
             memo[id(n)] = (n, n.op in ("input", "capture") or any(memo[id(i)][1] for i in n.inputs))
         return memo[id(node)][1]
 
+    def computed_alike(self, node: Node) -> bool:
+        """Whether ``node`` is computed from literals by braze's ops alone, with no
+        input, capture or host call upstream (a host call may read what changes
+        between calls), so every call computes the same value: a Python bool or
+        number made of it needs no guard. Memoized as ``reads_inputs`` is."""
+        memo = self._alike
+        for n in _unknown_upstream(node, memo):
+            memo[id(n)] = (n, n.op not in ("input", "capture", "host_call") and all(memo[id(i)][1] for i in n.inputs))
+        return memo[id(node)][1]
+
     def specialize(self, tracer: "Tracer", convert: Callable, what: str):
         """``convert`` of the traced value's concrete value, and a guard on it."""
         node = tracer._node
@@ -339,8 +350,10 @@ class GraphContext:
             refused = RefusedValueError if isinstance(exc, ValueError) else RefusedTypeError
             raise refused(f"a traced value {node.aval} was {what}{loc}, which NumPy refuses for "
                           f"this value: {type(exc).__name__}: {exc}") from exc
-        self.guards.append((node, value, f"{what}{loc}"))
         shown = repr(result) if len(repr(result)) < 40 else repr(result)[:37] + "..."
+        if self.computed_alike(node):  # (from literals by braze's ops alone: every call computes the same)
+            return result
+        self.guards.append((node, value, f"{what}{loc}"))
         self.notes.append(f"graph break: a traced {node.aval} was {what}{loc}; specialized on "
                           f"{shown} (a guard re-traces when it changes)")
         return result

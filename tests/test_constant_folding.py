@@ -1,7 +1,8 @@
 """Values computed from constants alone: a branch on one needs no guard (every
-call computes the same), and stores of constants into an array of constants
-(a table a loop builds over static sizes) are one captured array, read-only,
-computed once; what the function returns is a new array each call."""
+call computes the same), NumPy's function of them braze has no rule for is
+computed once (no graph break), and stores of constants into an array of
+constants (a table a loop builds over static sizes) are one captured array,
+read-only, computed once; what the function returns is a new array each call."""
 import numpy as np
 import pytest
 
@@ -74,7 +75,7 @@ def test_a_branch_on_constants_needs_no_guard(target):
 @pytest.mark.parametrize("fn, args, static", [(lcg_uniform, (12345,), {"n": 40}), (sieve, (), {"n": 120})])
 def test_tables_built_from_constants_are_computed_once(fn, args, static, target):
     f = braze.compile(fn, target=target, static_argnames=tuple(static))
-    assert "update_slice" not in _ops(f.lower(*args, **static))
+    assert not {"update_slice", "host_call"} & _ops(f.lower(*args, **static))  # (sieve's np.nonzero too)
     first, second = f(*args, **static), f(*args, **static)
     np.testing.assert_array_equal(first, fn(*args, **static))
     assert first.dtype == fn(*args, **static).dtype

@@ -255,6 +255,13 @@ def _unknown_upstream(root: Node, memo: dict) -> list[Node]:
     return toposort([root], known)
 
 
+def _deterministic(fn) -> bool:
+    """Whether ``fn`` is one of NumPy's functions that compute their results from
+    their arguments alone (not ``numpy.random``'s)."""
+    module = getattr(fn, "__module__", None) or ""
+    return module.split(".")[0] == "numpy" and not module.startswith("numpy.random")
+
+
 class GraphContext:
     """Records each op as a node (nodes are interned: common subexpressions are
     one node as they are recorded, see ``braze.graph``)."""
@@ -595,6 +602,11 @@ class GraphContext:
                     "real part inside a function you call on NumPy arrays")
             arrays.append(a)
         written = list(given) if call.writes else []
+        if not written and call.pure and _deterministic(fn) and all(is_ndarray(leaf) for leaf in out_leaves) \
+                and all(self.computed_alike(n) for n in nodes):
+            # NumPy's function of values every call computes alike (``np.nonzero`` of a sieve
+            # over a static n): its results are constants of the program, computed now
+            return pytree.unflatten(out_tree, [self.constant(a) for a in arrays])
         call.out_tree = out_tree
         # (a Python number it returned is weak, as in NumPy: np.allclose gives a bool)
         weak = [type(leaf) in (bool, int, float) for leaf in out_leaves] + [False] * len(written)

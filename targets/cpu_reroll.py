@@ -15,11 +15,11 @@ import re
 
 import numpy as np
 
-from braze.fusion import MAX_KERNEL_READS, Loop, View, fuse
+from braze.fusion import MAX_KERNEL_READS, Extern, Loop, View, fuse
 from braze.reroll import Rolled
 
 from . import cpu_cache
-from .cpu_codegen import FASTMATH, FLAGS, HEADER, PARALLEL_MIN, const_arg, generate, needs_numpy
+from .cpu_codegen import FASTMATH, FLAGS, HEADER, PARALLEL_MIN, KernelSource, const_arg, generate, needs_numpy
 from .scalar import cast
 
 CHUNKS = 64  # parallel chunks of an independent loop (each takes one scratch buffer)
@@ -71,23 +71,28 @@ def _compile(spec: Rolled, leaves, iterations: int, work: int | None = None) -> 
         outs.append(out)
     out = outs[0]
     loops = [s for s in program.steps if isinstance(s, Loop)]
+    # a row or column of a leaf picked by an index the iteration reads (``log_b[:, obs[t]]``)
+    gathers = [s.node for s in program.steps if isinstance(s, Extern) and _picks_by_scalar(s.node)]
     if len(outs) == 1 and inputs.get(id(out), nwin) < nwin and not spec.carry:
         ks, loop, kernels = None, None, []  # a copy of a window
-    elif loops and all(isinstance(s, (Loop, View)) for s in program.steps) and (
+    elif (loops or gathers) and all(isinstance(s, (Loop, View)) or isinstance(s, Extern) and s.node in gathers
+                                    for s in program.steps) and (
             len(loops) == 1 and sorted(map(id, loops[0].outputs)) == sorted(set(map(id, outs)))  # (each its own)
-            or len(loops) > 1 and not spec.carry and not spec.carried
-            and {id(o) for o in outs} <= {id(o) for lp in loops for o in lp.outputs}):
-        if any(lp.perm is not None or lp.compact or needs_numpy(lp) for lp in loops):
+            or len(loops) != 1 and not spec.carry and not spec.carried
+            and {id(o) for o in outs} <= {id(o) for lp in loops for o in lp.outputs} | {id(g) for g in gathers}):
+        if any(lp.compact or needs_numpy(lp) or lp.perm is not None and len(loops) == 1 for lp in loops):
             return None
         # several loops (a lockstep iteration storing a row and an element, ``A[i, k:] -= f *
         # A[k, k:]; b[i] -= f * b[k]``): one kernel each, called in turn, named apart
         kernels = [generate(lp) if len(loops) == 1 else generate(lp, name=f"kernel{j}") for j, lp in enumerate(loops)]
-        if len(kernels) > 1 and any(k.has_trig or not k.source.startswith(HEADER) for k in kernels):
+        if (len(kernels) > 1 or gathers) and any(k.has_trig or not k.source.startswith(HEADER) for k in kernels):
             return None
-        ks, loop = kernels[0], loops[0]
+        # (no loop: the values stored are rows an index picks, ``path[t] = psi[t + 1, path[t + 1]]``)
+        ks, loop = (kernels[0], loops[0]) if loops else (KernelSource(HEADER, [], [], [], []), None)
     else:
         return None
-    named = {id(o): f"o{g}" for g, o in enumerate(o for lp in loops for o in lp.outputs)} if kernels else {}
+    named = {id(o): f"o{g}" for g, o in enumerate([o for lp in loops for o in lp.outputs]
+                                                 + [g for g in gathers if g in outs])} if ks is not None else {}
     cols = np.cumsum([0] + [len(ext) for _, ext, _ in spec.windows])
     # extents are parameters of the loop (z0, z1, ...), not literals: the runs of a loop
     # nest whose windows shrink (``A[i, k:]`` for each k) are one compiled function
@@ -131,18 +136,65 @@ def _compile(spec: Rolled, leaves, iterations: int, work: int | None = None) -> 
         consts, own, scratch = [], size, []
     else:
         call, consts = [], []
-        for lp, kernel in zip(loops, kernels):
+        picked = {id(g): f"g{j}" for j, g in enumerate(gathers)}
+
+        def value(src) -> str | None:
+            """The expression of a scalar or array ``src`` the iteration computed
+            or reads whole: a scratch buffer, a gathered row, an element of a window."""
+            made = _made_before(src, views, named)
+            if made is not None:  # (an earlier loop's output: its scratch buffer, flat)
+                if src.aval.ndim == 0:
+                    return f"{named[id(made)]}[0]"
+                if src.aval.ndim == 1:
+                    return named[id(made)]
+                if any(int(d) in column for d in src.aval.shape):
+                    return None
+                return f"{named[id(made)]}.reshape({tuple(int(d) for d in src.aval.shape)!r})"
+            if id(src) in picked:
+                return picked[id(src)]
+            w = inputs.get(id(src.inputs[0]), nwin) if src.op == "reshape" and id(src) in views else nwin
+            if 0 <= w < nwin:
+                kept = tuple(e for e in spec.windows[w][1] if e != 1)
+                if kept == src.aval.shape:
+                    return window(w, drop=True)  # a column, a row, an element: one index
+                order = _moved_ones(spec.windows[w][1], src.aval.shape)
+                if order is not None:  # (``delta[t - 1][:, None]``: its size-1 axis moved)
+                    return f"{window(w)}.transpose({order!r})"
+            if id(src) in inputs and nwin <= inputs[id(src)] < nwin + len(leaves):
+                return f"l{inputs[id(src)] - nwin}"
+            return None
+
+        for step_ in program.steps:
+            if isinstance(step_, Extern):  # a gather: checked and wrapped as NumPy's indexing is
+                g = step_.node
+                j, axis = gathers.index(g), g.kw["axes"][0]
+                source, index = value(g.inputs[0]), value(g.inputs[1])
+                if source is None or index is None:
+                    return None
+                size = g.inputs[0].aval.shape[axis]
+                call += [f"i{j} = {index}", f"if i{j} < 0:", f"    i{j} += {size}",
+                         f"if i{j} < 0 or i{j} >= {size}:",
+                         f"    raise IndexError('index out of bounds for axis {axis} with size {size}')",
+                         f"g{j} = {source}[{':, ' * axis}i{j}]"]
+                if id(g) in named:  # (stored: into its scratch buffer, as a kernel's output is)
+                    if g.aval.ndim > 1:
+                        return None
+                    call.append(f"{named[id(g)]}[{'0' if g.aval.ndim == 0 else ':'}] = g{j}")
+                continue
+            if not isinstance(step_, Loop):
+                continue
+            lp = step_
+            kernel = kernels[loops.index(lp)]
             args = []
             for leaf in kernel.leaves:
                 src = lp.reads(leaf)
+                if lp.perm is not None and src.aval.ndim != len(lp.domain):
+                    return None  # (the driver's reshape to the loop's rank first: not done here)
                 w = inputs.get(id(src.inputs[0]), nwin) if src.op == "reshape" and id(src) in views else nwin
-                made = _made_before(src, views, named)
-                if made is not None:  # (an earlier loop's output: its scratch buffer, flat)
-                    if src.aval.ndim > 1:
-                        return None
-                    args.append(f"{named[id(made)]}[0]" if src.aval.ndim == 0 else named[id(made)])
-                elif 0 <= w < nwin and tuple(e for e in spec.windows[w][1] if e != 1) == src.aval.shape:
-                    args.append(window(w, drop=True))  # a column, a row, an element: one index
+                got = value(src) if (_made_before(src, views, named) is not None or id(src) in picked
+                                     or 0 <= w < nwin) else None
+                if got is not None:
+                    args.append(got)
                 elif id(src) in inputs and 0 <= inputs[id(src)] < nwin and src.aval.ndim:
                     args.append(window(inputs[id(src)]))
                 elif spec.carried and -first <= inputs.get(id(src), 0) < 0:
@@ -155,26 +207,28 @@ def _compile(spec: Rolled, leaves, iterations: int, work: int | None = None) -> 
                     args.append(f"l{inputs[id(src)] - nwin}")
                 else:
                     return None  # another view of a window (a transpose, a reshape): not sliced here
+                if lp.perm is not None:  # (read in the loop's order, as the driver passes it)
+                    args[-1] = f"{args[-1]}.transpose({tuple(lp.perm)!r})"
             args += [named[id(o)] for o in lp.outputs] + [sized(d) for d in lp.domain] \
                 + [f"c{len(consts) + k}" for k in range(len(kernel.consts))]
             consts += [const_arg(c) for c in kernel.consts]
-            name = "kernel" if len(kernels) == 1 else f"kernel{len(call)}"
+            name = "kernel" if len(kernels) == 1 else f"kernel{loops.index(lp)}"
             call.append(f"{name}_serial({', '.join(args)})")
-        dtype = np.dtype(loop.outputs[0].aval.dtype).name
+        dtype = np.dtype(loop.outputs[0].aval.dtype).name if loop is not None else None
         if ks.has_trig:  # a sin/cos argument beyond the vector range: this iteration again, with libm
             flagged = call[0][:-1] + ", tf)"
             call = [flagged, "if tf[0]:", "    tf[0] = 0", "    " + flagged.replace("kernel_serial(", "kernel_exact(", 1)]
         step = [*call, *store]
-        own = sum(int(np.prod(lp.domain, dtype=np.int64)) for lp in loops)
+        own = sum(int(np.prod(lp.domain, dtype=np.int64)) for lp in loops) + sum(g.aval.size for g in gathers)
         scratch = [f"        {named[id(o)]} = np.empty({bound(o.aval.shape)}, np.{np.dtype(o.aval.dtype).name})"
-                   for lp in loops for o in lp.outputs]
+                   for o in [o for lp in loops for o in lp.outputs] + [g for g in gathers if id(g) in named]]
     work = own if work is None else work
     if not spec.independent and work >= SERIAL_MAX:
         return None  # each step of a time loop big enough for threads: stays unrolled
     trig = ["tf = np.zeros(1, np.int8)"] if ks is not None and ks.has_trig else []
+    if (spec.carried or spec.carry) and (ks is None or loop is None):
+        return None  # (a value that is a window or a gather: not a kernel's)
     if spec.carried:
-        if ks is None:
-            return None  # (a value that is a window: not a kernel's)
         return _stepped_runner(spec, ks, step, consts, loop.outputs, outs[len(regions):], len(leaves), trig)
     if spec.carry:
         return _carry_runner(ks, call, consts, extents, dtype, len(leaves), trig)
@@ -227,6 +281,24 @@ def _compile(spec: Rolled, leaves, iterations: int, work: int | None = None) -> 
     runner.source = source
     runner.work = own
     return runner
+
+
+def _picks_by_scalar(node) -> bool:
+    """A gather of one row, column, ... of an array by a 0-d index (``log_b[:, obs[t]]``)."""
+    return node.op == "gather" and len(node.inputs) == 2 and len(node.kw["axes"]) == 1 \
+        and node.inputs[1].aval.shape == () and np.dtype(node.inputs[1].aval.dtype).kind in "iu"
+
+
+def _moved_ones(extents: tuple, shape: tuple) -> tuple | None:
+    """The axes order that makes a window of ``extents`` the array of ``shape`` of
+    the same rank by moving its size-1 axes (a (1, n) row as an (n, 1) column),
+    the other axes in order; None when it is not one."""
+    if len(extents) != len(shape) or sorted(extents) != sorted(shape):
+        return None
+    ones = [d for d, e in enumerate(extents) if e == 1]
+    rest = [d for d, e in enumerate(extents) if e != 1]
+    order = [rest.pop(0) if n != 1 else ones.pop(0) for n in shape]
+    return tuple(order) if [extents[d] for d in order] == list(shape) else None
 
 
 def _made_before(src, views: dict, named: dict):

@@ -765,3 +765,28 @@ def test_rows_and_elements_updated_in_lockstep_roll_into_one_loop_for_every_exte
     (node,) = _rolled_nodes(graph)
     assert node.kw["table"].rows.shape[0] == 24 * 23 // 2 and node.kw["spec"].varying
     assert "kernel1_serial(" in node.kw["spec"].runner.source
+
+
+def test_a_viterbi_decoder_rolls_both_loops():
+    """The forward sweep updates ``delta`` and ``psi`` in lockstep (their chains
+    apart in the program: ``path``'s head comes between), each step's row of
+    ``log_b`` picked by the observation it reads (a gather by a scalar, checked
+    as NumPy's indexing is), ``delta[t - 1][:, None]`` a window's axes moved and
+    the max and argmax over axis 0 a transposed loop; the backtrack reads the
+    element it stored (``path[t] = psi[t + 1, path[t + 1]]``). Both are one
+    rolled loop, bit for bit NumPy's."""
+    from programs.classic import _hmm, viterbi
+
+    log_a, log_b, log_pi, obs = _hmm(40)
+    f = braze.compile(viterbi, target="cpu")
+    for o in (obs, (obs + 2) % 5, obs - 5):  # (negative observations wrap, as NumPy's indexing does)
+        got, want = f(log_a, log_b, log_pi, o), viterbi(log_a, log_b, log_pi, o)
+        np.testing.assert_array_equal(got[0], want[0])
+        assert got[1] == want[1]
+    assert f.lower(log_a, log_b, log_pi, obs).counts["rolled loops"] == 2
+    bad = obs.copy()
+    bad[20] = 5
+    with pytest.raises(IndexError):
+        viterbi(log_a, log_b, log_pi, bad)
+    with pytest.raises(IndexError):
+        f(log_a, log_b, log_pi, bad)

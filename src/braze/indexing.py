@@ -288,6 +288,16 @@ def getitem(x, key):
     if not any(kind == "array" for kind, _ in entries):
         slices, _, final = _basic(entries, shape)
         return bnp.reshape(_slice(x, slices, shape), final)
+    places = [i for i, (kind, _) in enumerate(entries) if kind in ("int", "array")]
+    if any(kind == "int" for kind, _ in entries) and places == list(range(places[0], places[-1] + 1)):
+        # ``psi[t + 1, path[t + 1]]``: integers beside the index arrays, all adjacent, are the
+        # same as a basic index first (the result's axes land where they would), so each
+        # integer is a view's offset, not an index array of its own, and iterations alike
+        first = [entry if entry[0] != "array" else ("slice", slice(None)) for entry in entries]
+        slices, _, final = _basic(first, shape)
+        x, shape = bnp.reshape(_slice(x, slices, shape), final), final
+        entries = [("slice", slice(None)) if kind in ("slice", "none") else (kind, v)
+                   for kind, v in entries if kind != "int"]
     new_shape, slices, arrays, axes = _advanced(entries, shape)
     x = bnp.reshape(x, new_shape)
     return bind("gather", _slice(x, slices, new_shape), *arrays, axes=axes)

@@ -551,7 +551,7 @@ def _rolled(runs: list, its: list[_Iteration], index: dict, compile_template, in
     leaves = list(first.leaves.values())
     extents = np.array([it.extents for it in its], dtype=np.int64).reshape(len(its), -1)
     varying = [s for s in range(extents.shape[1]) if (extents[:, s] != extents[0, s]).any()]
-    if varying and (carry or len(runs) > 1 and not one_array or not all(_monotone(extents[:, s]) for s in varying)):
+    if varying and (carry or not all(_monotone(extents[:, s]) for s in varying)):
         return None
     made = _spec(runs, its, 0, dsts, leaves, init)
     if made is None:
@@ -581,6 +581,7 @@ def _rolled(runs: list, its: list[_Iteration], index: dict, compile_template, in
             template, windows, regions, _, _ = _spec(runs, its, -1, dsts, leaves, init)
             last = dataclasses.replace(spec, template=template, windows=windows, region=regions[0],
                                        stores=tuple(regions[1:]) if one_array else (),
+                                       lockstep=tuple(regions[1:]) if lockstep else (),
                                        varying=tuple((int(extents[-1, s]), c) for s, (_, c) in zip(varying, sizes)))
         runner = compile_template(dataclasses.replace(spec, last=last), leaves, len(runs[0]))
         if runner is None:
@@ -690,11 +691,15 @@ def _lockstep_runs(chains: list, index: dict, uses: dict, replace: dict, compile
     alone (``m`` is read by the other's update: rolled, ``cp`` would compute
     ``m`` again and leave every update of it in place for ``dp``'s); three
     arrays each read by the others' updates (``x[i]``, ``y[i]``, ``z[i]``)
-    leave three. Chains next to each other in the program, two, then up to
-    MAX_LOCKSTEP, their last updates aligned, whose middle updates make one
-    iteration, are tried as one loop whose iteration k makes the k-th update
-    of each. Returns the positions of the chains taken. Linear: a chain is
-    in at most MAX_LOCKSTEP groups, each update in a bounded walk."""
+    leave three. Chains whose last updates are next to each other in the
+    program (a Viterbi step's ``psi[t]`` and ``delta[t]``, whatever chain's
+    head came between theirs), two, then up to MAX_LOCKSTEP, their last
+    updates aligned, whose middle updates make one iteration, are tried as
+    one loop whose iteration k makes the k-th update of each. Returns the
+    positions of the chains taken. Linear: a chain is in at most
+    MAX_LOCKSTEP groups, each update in a bounded walk."""
+    by_last = sorted(range(len(chains)), key=lambda j: index[id(chains[j][-1])])
+    position, chains = by_last, [chains[j] for j in by_last]
     k, taken = 0, set()
     while k + 1 < len(chains):
         for size in range(2, min(MAX_LOCKSTEP, len(chains) - k) + 1):
@@ -705,19 +710,41 @@ def _lockstep_runs(chains: list, index: dict, uses: dict, replace: dict, compile
         else:
             k += 1
             continue  # (the commonest case: loops one after the other, tried no further)
-        its, runs = _alike_runs(lambda j, recompute: _iteration([c[j] for c in group], index, uses, recompute), m, 0)
+        its, runs = _alike_runs(lambda j, recompute: _iteration([c[j] for c in group], index, uses, recompute), m, 0,
+                                key=_shape_free)
         for start, end in runs:
-            last = min(index[id(c[end - 1])] for c in group)
-            if max(index[id(c[start].inputs[0])] for c in group) >= last:
-                continue  # (an array the loop starts from is computed after one of its results)
-            node = _rolled([c[start:end] for c in group], its[start:end], index, compile_template)
-            if node is None:
-                continue
-            for j, c in enumerate(group):
-                replace[id(c[end - 1])] = Node.make("pick", (node,), node.aval[j], index=j)
-            taken |= set(range(k, k + size))
+            parts = [(start, end)]
+            if len({it.extents for it in its[start:end]}) > 1:  # (alike up to extents: else its equal stretches)
+                parts += [(start + a, start + b) for a, b in _runs(its[start:end], 0)]
+            for a, b in parts:
+                if _depends_on([c[a].inputs[0] for c in group], {id(u) for c in group for u in c[a:b]},
+                               min(index[id(c[a])] for c in group), index):
+                    continue  # (an array the loop starts from is computed from one of its updates)
+                node = _rolled([c[a:b] for c in group], its[a:b], index, compile_template)
+                if node is None:
+                    continue
+                for j, c in enumerate(group):
+                    replace[id(c[b - 1])] = Node.make("pick", (node,), node.aval[j], index=j)
+                taken |= set(range(k, k + size))
+                if (a, b) == (start, end):
+                    break
         k += size if k in taken else 1
-    return taken
+    return {position[j] for j in taken}
+
+
+def _depends_on(roots: list, targets: set, floor: int, index: dict) -> bool:
+    """Whether any of ``roots`` is computed from a node of ``targets`` (ids), none
+    of which comes before position ``floor`` of the topological ``index``: the
+    walk up from the roots stops at nodes before it, which cannot."""
+    stack, seen = [r for r in roots if index[id(r)] >= floor], set()
+    while stack:
+        n = stack.pop()
+        if id(n) in targets:
+            return True
+        if id(n) not in seen:
+            seen.add(id(n))
+            stack.extend(i for i in n.inputs if index[id(i)] >= floor)
+    return False
 
 
 # How far along a chain of single users a carried value's next one may be

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import braze
-from programs.classic import dtw_distance, edit_distance
+from programs.classic import dtw_distance, edit_distance, smith_waterman
 
 
 def three_way(x):
@@ -85,6 +85,7 @@ def test_a_python_number_among_them_keeps_pythons_choice():
 @pytest.mark.parametrize("fn, make", [
     (dtw_distance, lambda rng: (rng.standard_normal(9), rng.standard_normal(11))),
     (edit_distance, lambda rng: (rng.integers(0, 3, 9), rng.integers(0, 3, 11))),
+    (smith_waterman, lambda rng: (rng.integers(0, 3, 9), rng.integers(0, 3, 11))),
 ])
 def test_dynamic_programs_roll_and_trace_once(fn, make):
     f = braze.compile(fn, target="cpu")
@@ -93,3 +94,17 @@ def test_dynamic_programs_roll_and_trace_once(fn, make):
         _same_bits(f(*args), fn(*args))
     assert f.cache_info().reasons == ["first call"], f.cache_info().reasons
     assert f.lower(*args).counts["rolled loops"] >= 1
+
+
+def test_numbers_in_a_list_are_literals():
+    """``np.max([0.0, a, b])``: the 0.0 is a literal of the graph, not an array
+    captured anew at each call of ``np.array`` (which made every iteration of a
+    loop read an array of its own, so none were alike)."""
+    def fn(x):
+        return np.max([0.0, x[0], x[1]]), np.array([1, x[2]])
+
+    x = np.array([-1.0, -2.0, 3.0])
+    f = braze.compile(fn, target="cpu")
+    for g, w in zip(f(x), fn(x)):
+        _same_bits(g, w)
+    assert "capture" not in {n.op for n in f.lower(x).ir.nodes}

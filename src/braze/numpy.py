@@ -1263,11 +1263,11 @@ def _einsum(subscripts, *operands):
 # ---------------------------------------------------------------- arrays from sequences
 
 
-def _build(obj):
+def _build(obj, inner: bool = False):
     """An array built with braze ops from a (nested) list of traced/watched
     arrays, NumPy arrays and scalars: ``np.array([x, y])`` is a stack."""
     if isinstance(obj, (list, tuple)):
-        parts = [_build(o) for o in obj]
+        parts = [_build(o, True) for o in obj]
         if not parts:
             return np.asarray(obj)
         shapes = {_shape(p) for p in parts}
@@ -1278,8 +1278,11 @@ def _build(obj):
         return stack(parts)
     if _is_braze_array(obj):
         return obj
-    # array creation from Python scalars is strong (np.array([x, 2.5]) is float64)
-    return np.asarray(obj)
+    # array creation from Python scalars is strong (np.array([x, 2.5]) is float64); a number
+    # is a NumPy scalar, a literal of the graph (as a 0-d array it was a captured array, one
+    # per call: ``np.max([0.0, a, b])`` in a loop read another array each iteration)
+    value = np.asarray(obj)
+    return value[()] if inner and value.ndim == 0 and not is_ndarray(obj) else value
 
 
 def array(object, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, like=None):  # noqa: A002

@@ -102,6 +102,18 @@ def edit_distance(s, t):
     return D[n, m]
 
 
+def smith_waterman(a, b, match=2.0, mismatch=-1.0, gap=1.0):
+    """The best local alignment score of two symbol sequences (NumPy's max of
+    a list, with 0.0 among the scores)."""
+    n, m = len(a), len(b)
+    H = np.zeros((n + 1, m + 1))
+    for i in range(1, n + 1):
+        for j in range(1, m + 1):
+            s = np.where(a[i - 1] == b[j - 1], match, mismatch)
+            H[i, j] = np.max([0.0, H[i - 1, j - 1] + s, H[i - 1, j] - gap, H[i, j - 1] - gap])
+    return H.max()
+
+
 def rule30(cells, steps):
     history = np.zeros((steps, cells.size), dtype=np.uint8)
     for t in range(steps):
@@ -207,6 +219,7 @@ EXAMPLES = {
     "lu_doolittle": (lu_doolittle, lambda n: (_rng().random((n, n)) + n * np.eye(n),), {}, 5, 30),
     "rule30": (rule30, _cells, {"steps": 16}, 31, 100_001),
     "dtw_distance": (dtw_distance, lambda n: (_rng().standard_normal(n), _rng().standard_normal(n + 3)), {}, 6, 40),
+    "smith_waterman": (smith_waterman, lambda n: (_rng().integers(0, 4, n), _rng().integers(0, 4, n + 1)), {}, 9, 40),
     "edit_distance": (edit_distance, lambda n: (_rng().integers(0, 4, n), _rng().integers(0, 4, n + 2)), {}, 6, 40),
     "burgers": (burgers, lambda n: (np.sin(np.linspace(0, 2 * np.pi, n)),), {"steps": 20}, 32, 1_000_000),
     "knn_predict": (knn_predict, _knn, {}, 20, 2000),

@@ -80,7 +80,7 @@ def _compile(spec: Rolled, leaves, iterations: int, work: int | None = None) -> 
             len(loops) == 1 and sorted(map(id, loops[0].outputs)) == sorted(set(map(id, outs)))  # (each its own)
             or len(loops) != 1 and not spec.carry and not spec.carried
             and {id(o) for o in outs} <= {id(o) for lp in loops for o in lp.outputs} | {id(g) for g in gathers}):
-        if any(lp.compact or needs_numpy(lp) or lp.perm is not None and len(loops) == 1 for lp in loops):
+        if any(lp.compact or needs_numpy(lp) for lp in loops):
             return None
         # several loops (a lockstep iteration storing a row and an element, ``A[i, k:] -= f *
         # A[k, k:]; b[i] -= f * b[k]``): one kernel each, called in turn, named apart

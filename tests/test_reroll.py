@@ -128,6 +128,13 @@ def reads_between_stores(x):  # each store reads what the one before stored, whi
     return out
 
 
+def column_extrema(x):  # each iteration a reduction over a window's first axis: a transposed loop
+    out = np.empty((x.shape[0], x.shape[2]), x.dtype)
+    for t in range(x.shape[0]):
+        out[t] = x[t].max(axis=0) - x[t].min(axis=0)
+    return out
+
+
 def zigzag(x):  # extents that go up and down: not re-rolled (the code is checked at the two ends only)
     out = np.zeros_like(x)
     for i in range(x.shape[0]):
@@ -274,6 +281,7 @@ CASES = {
     "symmetric_fill": (symmetric_fill, lambda d, r: (r.standard_normal((14, 12)).astype(d),), True),
     "row_then_column": (row_then_column, lambda d, r: (r.standard_normal((11, 11)).astype(d),), True),
     "reads_between_stores": (reads_between_stores, lambda d, r: (r.standard_normal(12).astype(d),), False),
+    "column_extrema": (column_extrema, lambda d, r: (r.standard_normal((12, 6, 5)).astype(d),), True),
     "zigzag": (zigzag, lambda d, r: (r.standard_normal(20).astype(d),), False),
     "trace_loop": (trace_loop, lambda d, r: ((r.standard_normal((30, 30)) * 3).astype(d),), True),
     "horner": (horner, lambda d, r: (r.standard_normal(12).astype(d), r.standard_normal(7).astype(d)), True),

@@ -190,9 +190,7 @@ def _compile(spec: Rolled, leaves, iterations: int, work: int | None = None) -> 
                 src = lp.reads(leaf)
                 if lp.perm is not None and src.aval.ndim != len(lp.domain):
                     return None  # (the driver's reshape to the loop's rank first: not done here)
-                w = inputs.get(id(src.inputs[0]), nwin) if src.op == "reshape" and id(src) in views else nwin
-                got = value(src) if (_made_before(src, views, named) is not None or id(src) in picked
-                                     or 0 <= w < nwin) else None
+                got = value(src)
                 if got is not None:
                     args.append(got)
                 elif id(src) in inputs and 0 <= inputs[id(src)] < nwin and src.aval.ndim:
@@ -203,8 +201,6 @@ def _compile(spec: Rolled, leaves, iterations: int, work: int | None = None) -> 
                     args.append("c")  # the carried value, whole
                 elif inputs.get(id(src), -1) >= nwin + len(leaves):  # a constant this iteration's own
                     args.append(cast(f"q[{inputs[id(src)] - nwin - len(leaves)}]", src.aval.dtype))
-                elif id(src) in inputs:
-                    args.append(f"l{inputs[id(src)] - nwin}")
                 else:
                     return None  # another view of a window (a transpose, a reshape): not sliced here
                 if lp.perm is not None:  # (read in the loop's order, as the driver passes it)

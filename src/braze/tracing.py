@@ -357,9 +357,9 @@ class GraphContext:
             refused = RefusedValueError if isinstance(exc, ValueError) else RefusedTypeError
             raise refused(f"a traced value {node.aval} was {what}{loc}, which NumPy refuses for "
                           f"this value: {type(exc).__name__}: {exc}") from exc
-        shown = repr(result) if len(repr(result)) < 40 else repr(result)[:37] + "..."
         if self.computed_alike(node):  # (from literals by braze's ops alone: every call computes the same)
             return result
+        shown = repr(result) if len(repr(result)) < 40 else repr(result)[:37] + "..."
         self.guards.append((node, value, f"{what}{loc}"))
         self.notes.append(f"graph break: a traced {node.aval} was {what}{loc}; specialized on "
                           f"{shown} (a guard re-traces when it changes)")

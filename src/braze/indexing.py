@@ -268,6 +268,16 @@ def getitem(x, key):
             # the values' producers on cpu; or its rows by a mask of its leading axes
             # (X[labels == k]), whose sums fusion takes without gathering the rows
             return tracer._ctx.select(x, k0)
+        inner = _inner_mask(entries, shape) if tracer is not None else None
+        if inner is not None:
+            # x[:, mask]: the mask's axes moved first, their rows selected as above (the
+            # count guarded, no graph break), and the selection's axis moved back to
+            # where the mask was, as NumPy puts it; a store of values elementwise in it
+            # (``a[:, mask] *= 2``) then computes them over the whole array (``unselected``)
+            at, mask = inner
+            nd, m = len(shape), len(mask.shape)
+            picked = tracer._ctx.select(bnp.transpose(x, (*range(at, at + m), *range(at), *range(at + m, nd))), mask)
+            return bnp.transpose(picked, (*range(1, at + 1), 0, *range(at + 1, nd - m + 1)))
         if tracer is not None:
             # a graph break: NumPy finds the mask's nonzero positions (their number is
             # guarded), and the selection is a gather of them, differentiable as any
@@ -301,6 +311,21 @@ def getitem(x, key):
     new_shape, slices, arrays, axes = _advanced(entries, shape)
     x = bnp.reshape(x, new_shape)
     return bind("gather", _slice(x, slices, new_shape), *arrays, axes=axes)
+
+
+def _inner_mask(entries, shape):
+    """(axis, mask) for an index of whole slices and one traced boolean mask after
+    at least one of them, matching the axes it indexes (``x[:, mask]``), else None."""
+    at, found = 0, None
+    for kind, v in entries:
+        if kind == "mask" and found is None and _is_traced(v) and tuple(v.shape) == tuple(shape[at: at + len(v.shape)]):
+            found = (at, v)
+            at += len(v.shape)
+        elif kind == "slice" and _is_full(norm_slice(v, shape[at]), shape[at]):
+            at += 1
+        else:
+            return None
+    return found if found is not None and found[0] > 0 else None
 
 
 def _plain(value) -> bool:
@@ -425,6 +450,14 @@ def _setitem_inner_mask(x, entries, value):
     sub = getitem(x, sub_key)
     m, nd = len(mask.shape), len(sub.shape)
     perm = (*range(at, at + m), *range(at), *range(at + m, nd))
+    if at and bnp.ndim(value) == nd - m + 1:
+        # values elementwise in ``sub[..., mask, ...]`` itself (``a[:, mask] *= 2``): computed
+        # over ``sub``, where the mask picks them (no selection, any count)
+        shape = tuple(sub.shape)
+        whole = _unselected(sub, mask, value, shape[:at] + shape[at + m:], at)
+        if whole is not None:
+            mask = bnp.reshape(mask, (1,) * at + tuple(mask.shape) + (1,) * (nd - at - m))
+            return setitem(x, sub_key, bnp.where(mask, _fit_value(whole, shape, np.dtype(x.dtype)), sub))
     if isinstance(value, (list, tuple)):
         value = np.asarray(value) if _plain(value) else bnp.array(value, copy=None)
     if bnp.ndim(value):
@@ -460,11 +493,11 @@ def _masked_values(x, mask, value, rest: tuple, dtype):
     return bnp.where(mask, getitem(value, order), x)
 
 
-def _unselected(x, mask, value, rest: tuple):
+def _unselected(x, mask, value, rest: tuple, at: int = 0):
     """``value`` computed over the arrays its selections by ``mask`` select from
     (``GraphContext.unselected``), or None."""
     ctx = getattr(value, "_ctx", None)
-    return ctx.unselected(x, mask, value, rest) if ctx is not None and hasattr(ctx, "unselected") else None
+    return ctx.unselected(x, mask, value, rest, at) if ctx is not None and hasattr(ctx, "unselected") else None
 
 
 def _scatter(op: str, what: str, x, key, entries, value):

@@ -439,7 +439,7 @@ class GraphContext:
         read: a program that does not compute the selection still guards its count."""
         self.observed.add(id(self.counted[id(node)][1]))
 
-    def unselected(self, x, mask, value, rest: tuple):
+    def unselected(self, x, mask, value, rest: tuple, at: int = 0):
         """``value``, elementwise in selections by ``mask`` (``2 * zr[mask] * zi[mask]
         + ci[mask]``) and in values that broadcast along ``rest``, computed over the
         arrays selected from instead (``2 * zr * zi + ci``), or None. NumPy's store
@@ -448,32 +448,58 @@ class GraphContext:
         (a compaction per operand, and a gather in selection order, otherwise).
         It holds for any count (none, one, all), so the value's length is not
         read (``observe``). Only where nothing in it is watched by a gradient
-        tape (plain tracers)."""
+        tape (plain tracers). The selection's axis is ``value``'s axis ``at``
+        (``a[:, mask]``'s is 1), the mask's axes the whole value's."""
         if not all(type(t) is Tracer and t._ctx is self for t in (x, mask, value)):
             return None
         m, shape = mask._node, tuple(value._node.aval.shape)
-        if len(shape) != len(rest) + 1 or shape[0] == 1:
+        if len(shape) != len(rest) + 1:
             return None  # (not one value per selected element: NumPy broadcasts it, another path)
-        made: dict[int, Tracer] = {}
+        # (every node of the value's rank is checked to come from the selection, through
+        # elementwise ops of operands of its shape: a selection of one is one per element too)
+        nd, k = len(shape), m.aval.ndim
+        # each node's whole-array value, and where its selection axis is: a transpose
+        # moves it (``a[:, mask] *= 2`` selects the mask's axis moved first, and moves it back)
+        made: dict[int, tuple] = {}
         stack = [(value._node, False)]
         while stack:
             n, ready = stack.pop()
             if id(n) in made:
                 continue
-            if n.aval.ndim <= len(rest):
-                made[id(n)] = Tracer(self, n)  # (broadcasts along the selection as along the array)
-            elif tuple(n.aval.shape) != shape:
+            if n.aval.ndim < nd:
+                made[id(n)] = (Tracer(self, n), None)  # (broadcast along its trailing axes only: checked below)
+            elif n.aval.ndim != nd or len(made) > MAX_UNSELECTED:
                 return None
             elif n.op == "compress" and n.inputs[1] is m:
-                made[id(n)] = Tracer(self, n.inputs[0])
-            elif KIND.get(n.op) != "elementwise" or len(made) > MAX_UNSELECTED:
+                made[id(n)] = (Tracer(self, n.inputs[0]), 0)
+            elif n.op != "transpose" and KIND.get(n.op) != "elementwise":
                 return None
-            elif ready:
-                made[id(n)] = bind(n.op, *[made[id(i)] for i in n.inputs], **n.kw)
-            else:
+            elif not ready:
                 stack.append((n, True))
                 stack.extend((i, False) for i in n.inputs if id(i) not in made)
-        return made[id(value._node)]
+            elif n.op == "transpose":
+                whole, axis = made[id(n.inputs[0])]
+                if axis is None:
+                    return None
+                perm = n.kw["perm"]
+                wide = [q for p in perm for q in ((range(p, p + k)) if p == axis else (p + k - 1 if p > axis else p,))]
+                if whole._node.op == "transpose":  # (the one moving the axis first, undone)
+                    wide = [whole._node.kw["perm"][p] for p in wide]
+                    whole = Tracer(self, whole._node.inputs[0])
+                if wide != list(range(len(wide))):
+                    whole = bind("transpose", whole, perm=tuple(wide))
+                made[id(n)] = (whole, perm.index(axis))
+            else:
+                axes = {made[id(i)][1] for i in n.inputs if i.aval.ndim == nd}
+                if len(axes) != 1 or None in axes:
+                    return None
+                (axis,) = axes
+                if any(i.aval.ndim == nd and tuple(i.aval.shape) != tuple(n.aval.shape)
+                       or i.aval.ndim < nd and i.aval.ndim > nd - 1 - axis for i in n.inputs):
+                    return None  # (an operand broadcast along the selection, or across it)
+                made[id(n)] = (bind(n.op, *[made[id(i)][0] for i in n.inputs], **n.kw), axis)
+        whole, axis = made[id(value._node)]
+        return whole if axis == at else None
 
     def whole_selection(self, a):
         """``a``, a selection by a mask of its array's shape or elementwise in

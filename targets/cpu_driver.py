@@ -35,7 +35,7 @@ from braze.core import NUMPY_IMPL, PRIMITIVES
 from braze.errors import GuardFailed
 from braze.fusion import Loop
 
-from . import cpu_cache
+from . import cpu_cache, cpu_host
 from .base import numpy_loop
 from .generic import weakly_typed
 from .cpu_codegen import const_arg
@@ -386,7 +386,7 @@ def op_step(w: Writer, j: int, node, slot_of: dict, inplace: bool, direct: bool 
     fn = w.bind(f"F{j}", NUMPY_IMPL[node.op])
     if not isinstance(node.aval, tuple) and node.aval.weak:  # a Python scalar, as NEP 50 promotes it
         fn = w.bind(f"F{j}", weakly_typed(NUMPY_IMPL[node.op], python_scalar_type(node.aval.dtype)))
-    kw = ", **" + w.bind(f"Q{j}", dict(node.kw)) if node.kw else ""
+    kw = ", **" + w.bind(f"Q{j}", dict(cpu_host.faster(node.kw))) if node.kw else ""
     call = f"({', '.join(ins)}{kw})"
     if inplace and node.op == "update_slice":  # (the commonest update, written out)
         key = w.bind(f"V{j}", tuple(slice(a, b, c) for a, b, c in node.kw["slices"]))
@@ -430,7 +430,7 @@ def interpreter(steps, layout, out_slots: list[int], inplace: set, dead: dict, c
         elif not isinstance(node.aval, tuple) and node.aval.weak:
             fn = weakly_typed(fn, python_scalar_type(node.aval.dtype))
         ins = tuple(layout.slot_of[id(i)] for i in node.inputs)
-        plan.append((fn, ins, layout.slot_of[id(node)], node.kw, tuple(dead.get(j, ())), j in inplace))
+        plan.append((fn, ins, layout.slot_of[id(node)], cpu_host.faster(node.kw), tuple(dead.get(j, ())), j in inplace))
 
     def run(inputs, outs=None):
         s = layout.fill(inputs)

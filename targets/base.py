@@ -69,16 +69,27 @@ class Executable:
     """A lowered graph: call it with the flat inputs, get the flat outputs.
 
     ``plan`` and ``source`` are human-readable descriptions for ``lower()``
-    and ``explain``.
+    and ``explain`` (``source`` may be given as a function making it, called
+    when it is first read: a listing of 100,000 steps is not made per trace).
     """
 
-    def __init__(self, run: Callable[[Sequence], list], plan: str = "", source: str = ""):
+    def __init__(self, run: Callable[[Sequence], list], plan: str = "", source: str | Callable[[], str] = ""):
         self.run = run
         self.plan = plan
-        self.source = source
+        self._source = source
         self.sites: dict = {}  # composite site path -> kernel name, where the target knows
         self.times: dict = {}  # the target's own stages (seconds), for logs and ``explain``
         self.counts: dict = {}  # e.g. kernels and distinct kernel sources
+
+    @property
+    def source(self) -> str:
+        if callable(self._source):
+            self._source = self._source()
+        return self._source
+
+    @source.setter
+    def source(self, text: str) -> None:
+        self._source = text
 
     def __call__(self, inputs: Sequence, outs=None) -> list:
         return self.run(inputs) if outs is None else self.run(inputs, outs)

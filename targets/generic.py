@@ -17,10 +17,11 @@ from .base import Executable, SlotLayout, Target
 
 
 def _program(graph: Graph):
-    """The graph as steps over slots: (fn, params, input slots, output slot)."""
+    """The graph as steps over slots: (fn, params, input slots, output slot),
+    and a function listing them (for ``source``)."""
     layout = SlotLayout(graph)
     slot = layout.slot_of
-    steps, lines = [], []
+    steps, shown = [], []
     for node in graph.nodes:
         if node.op in ("input", "const", "capture"):
             continue
@@ -34,11 +35,18 @@ def _program(graph: Graph):
         if not isinstance(node.aval, tuple) and node.aval.weak:
             fn = weakly_typed(fn, python_scalar_type(node.aval.dtype))
         steps.append((fn, params, tuple(slot[id(x)] for x in node.inputs), n))
-        args = ", ".join(format_literal(x) if x.op == "const" else f"v{slot[id(x)]}" for x in node.inputs)
-        kw = "".join(f", {k}={v!r}" for k, v in node.kw.items() if k not in ("body", "attrs"))
-        lines.append(f"v{n} = {node.op}({args}{kw})  # {node.aval}")
+        shown.append(node)
     out_slots = [slot[id(o)] for o in graph.outputs]
-    return layout, steps, out_slots, lines
+
+    def listing() -> list[str]:
+        lines = []
+        for node in shown:
+            args = ", ".join(format_literal(x) if x.op == "const" else f"v{slot[id(x)]}" for x in node.inputs)
+            kw = "".join(f", {k}={v!r}" for k, v in node.kw.items() if k not in ("body", "attrs"))
+            lines.append(f"v{slot[id(node)]} = {node.op}({args}{kw})  # {node.aval}")
+        return lines
+
+    return layout, steps, out_slots, listing
 
 
 def weakly_typed(fn, pytype):
@@ -55,7 +63,7 @@ def _composite_runner(sub: Executable, multi: bool):
 
 
 def lower_graph(graph: Graph) -> Executable:
-    layout, steps, out_slots, lines = _program(graph)
+    layout, steps, out_slots, listing = _program(graph)
 
     def run(inputs, outs=None):
         slots = layout.fill(inputs)
@@ -65,8 +73,7 @@ def lower_graph(graph: Graph) -> Executable:
         return [slots[j] for j in out_slots]
 
     plan = f"generic: {len(steps)} NumPy calls, no fusion"
-    source = "\n".join(lines + [f"return {', '.join(f'v{j}' for j in out_slots)}"])
-    return Executable(run, plan, source)
+    return Executable(run, plan, lambda: "\n".join(listing() + [f"return {', '.join(f'v{j}' for j in out_slots)}"]))
 
 
 class GenericTarget(Target):

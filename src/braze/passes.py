@@ -20,11 +20,17 @@ from .ops.linalg import parse_einsum
 
 def rewrite(graph: Graph, fn: Callable[[Node], Node]) -> Graph:
     """Rebuild ``graph`` bottom-up, passing each node (with rewritten inputs) to ``fn``."""
-    mapping: dict[int, Node] = {}
+    mapping: dict[int, Node] = {}  # (only the nodes that changed: most of a pass's nodes do not)
     for node in graph.nodes:
-        new = node.replace([mapping[id(i)] for i in node.inputs]) if node.inputs else node
-        mapping[id(node)] = fn(new)
-    outputs = [mapping[id(o)] for o in graph.outputs]
+        new = node
+        for i in node.inputs:
+            if id(i) in mapping:
+                new = node.replace([mapping.get(id(i), i) for i in node.inputs])
+                break
+        out = fn(new)
+        if out is not node:
+            mapping[id(node)] = out
+    outputs = [mapping.get(id(o), o) for o in graph.outputs]
     inputs = [mapping.get(id(n), n) for n in graph.inputs]
     if all(a is b for a, b in zip(outputs, graph.outputs)) and all(a is b for a, b in zip(inputs, graph.inputs)):
         return graph  # (nothing changed: the same graph, its node order already known)
@@ -964,11 +970,32 @@ PASSES: list[tuple[str, Callable[[Graph], Graph]]] = [
 ]
 
 
+# Passes that change nothing in a graph without one of these ops (skipped there:
+# a pass visits every node, and a graph unrolled from a loop has 100,000).
+NEEDS = {
+    "masked_sums": frozenset({"compress"}),
+    "unroll_short_sums": _REDUCE_ANY,
+    "unroll_short_extrema": frozenset({"reduce_min", "reduce_max"}),
+    "batch_matvecs": frozenset({"matmul"}),
+    "lift_rotations": frozenset({"concatenate"}),
+    "simplify_bodies": frozenset({"composite"}),
+}
+
+
 def run_passes(graph: Graph, keep_stages: bool = False):
     """(final graph, [(stage name, graph), ...] if keep_stages else [])."""
     stages = [("trace", graph)] if keep_stages else []
     sinks = Sinks()  # what sink_slices tells lift_rotations
+    census = (None, frozenset())  # (the graph, the ops in it)
     for name, fn in PASSES:
+        needs = NEEDS.get(name)
+        if needs is not None:
+            if census[0] is not graph:
+                census = (graph, frozenset(n.op for n in graph.nodes))
+            if census[1].isdisjoint(needs):
+                if keep_stages:
+                    stages.append((name, graph))
+                continue
         graph = fn(graph, sinks) if fn in (sink_slices, lift_rotations) else fn(graph)
         if keep_stages:
             stages.append((name, graph))

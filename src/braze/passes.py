@@ -150,9 +150,34 @@ def drop_identities(graph: Graph) -> Graph:
         if node.op in _IDENTITY_OPS and node.inputs[0].aval == node.aval:
             if node.op != "transpose" or node.kw["perm"] == tuple(range(node.aval.ndim)):
                 return node.inputs[0]
+        if node.op == "slice" and node.inputs[0].op == "concatenate":
+            return _slice_of_piece(node) or node
+        if node.op == "reshape" and node.inputs[0].op == "reshape" and node.inputs[0].inputs[0].aval == node.aval:
+            return node.inputs[0].inputs[0]  # (an axis added, then taken away)
         return node
 
     return rewrite(graph, drop)
+
+
+def _slice_of_piece(node: Node) -> Node | None:
+    """A slice of a concatenation that lies in one of its pieces, as a slice of
+    that piece (the piece itself where it is all of it): ``np.stack([...])[..., k]``
+    reads the k-th array stacked, and the stacked copy need not be made."""
+    cat = node.inputs[0]
+    axis, slices = cat.kw["axis"], node.kw["slices"]
+    start, stop, step = slices[axis]
+    if step != 1 or stop is None or stop <= start:
+        return None
+    at = 0
+    for piece in cat.inputs:
+        size = piece.aval.shape[axis]
+        if at <= start and stop <= at + size:
+            inner = slices[:axis] + ((start - at, stop - at, 1),) + slices[axis + 1:]
+            if all(s == (0, n, 1) for s, n in zip(inner, piece.aval.shape)):
+                return piece
+            return Node.make("slice", (piece,), node.aval, slices=inner)
+        at += size
+    return None
 
 
 # Vectors built from scalars (``np.array([x, y, z])``) of at most this many elements

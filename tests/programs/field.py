@@ -87,6 +87,14 @@ def median_filter_rows(x, k):
     return np.median(windows, axis=-1)
 
 
+def background_mask(frames, threshold):
+    """A static camera's background: each pixel's median over a few frames;
+    the foreground is where a frame differs from it by more than a threshold."""
+    background = np.median(frames, axis=0)
+    moving = np.abs(frames - background) > threshold
+    return background, moving.mean(axis=(1, 2))
+
+
 def integer_hist_ops(a, b):
     """Integer arithmetic as NumPy defines it: floor division and modulo of negatives, shifts, bitwise."""
     q = a // b
@@ -177,6 +185,7 @@ EXAMPLES = {
     "float32_scalars": (float32_scalars, lambda n: (_rng().random(n).astype(np.float32),), {}, 33, 1_000_000),
     "periodic_particles": (periodic_particles, _particles, {"steps": 5}, 50, 200_000),
     "median_filter_rows": (median_filter_rows, lambda n: (_rng().random((n, n + 6)),), {"k": 5}, 8, 2000),
+    "background_mask": (background_mask, lambda n: (_rng().random((7, n, n)).astype(np.float32), 0.3), {}, 9, 1000),
     "integer_hist_ops": (integer_hist_ops, _ints, {}, 64, 1_000_000),
     "softmax_temperature": (softmax_temperature, _softmax, {}, 20, 200_000),
     "einsum_attention_heads": (einsum_attention_heads, _heads, {}, 16, 512),

@@ -383,9 +383,9 @@ def op_step(w: Writer, j: int, node, slot_of: dict, inplace: bool, direct: bool 
             expr += ".copy()"  # (cpu_memory.copied: an element, not a view keeping its array from updates)
         w.step([f"x = {ins[0]}", f"s[{out}] = {expr} if type(x) is _nd else {fb}(x)"], "view")
         return
-    fn = w.bind(f"F{j}", NUMPY_IMPL[node.op])
+    fn = w.bind(f"F{j}", cpu_host.impl(node.op))
     if not isinstance(node.aval, tuple) and node.aval.weak:  # a Python scalar, as NEP 50 promotes it
-        fn = w.bind(f"F{j}", weakly_typed(NUMPY_IMPL[node.op], python_scalar_type(node.aval.dtype)))
+        fn = w.bind(f"F{j}", weakly_typed(cpu_host.impl(node.op), python_scalar_type(node.aval.dtype)))
     kw = ", **" + w.bind(f"Q{j}", dict(cpu_host.faster(node.kw))) if node.kw else ""
     call = f"({', '.join(ins)}{kw})"
     if inplace and node.op == "update_slice":  # (the commonest update, written out)
@@ -422,7 +422,7 @@ def interpreter(steps, layout, out_slots: list[int], inplace: set, dead: dict, c
     plan = []
     for j, step in enumerate(steps):
         node = step.node
-        fn = NUMPY_IMPL[node.op]
+        fn = cpu_host.impl(node.op)
         if j in inplace:
             fn = _inplace_or_copy(PRIMITIVES[node.op].inplace, fn)
         elif copied(step):  # (an element: a copy, as op_step makes it)

@@ -88,3 +88,46 @@ def test_a_group_by_on_the_cpu_target_tallies_and_is_numpys():
     lowered = f.lower(keys, values)
     host = [n for n in lowered.ir.nodes if n.op == "host_call"]
     assert host and cpu_host.faster(host[0].kw)["call"].fn is cpu_host.unique
+
+
+def _add_at(x, v, i):
+    out = x.copy()
+    np.add.at(out, i, v)
+    return out
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int64", "int8", "uint32"])
+@pytest.mark.parametrize("shape", [(7,), (50, 3), (9, 2, 4)])
+def test_scatter_add_is_numpys_add_at(dtype, shape, monkeypatch):
+    calls = []
+    for name in ("_add_rows", "_add_elements"):
+        real = getattr(cpu_host, name)
+        monkeypatch.setattr(cpu_host, name, lambda *a, real=real: calls.append(1) or real(*a))
+    rng = np.random.default_rng(7)
+    n = cpu_host.SCATTER_MIN + 5
+    x = (rng.standard_normal(shape) * 50).astype(dtype)
+    before = x.copy()
+    i = rng.integers(-shape[0], shape[0], n)  # (negative indices wrap, as NumPy's)
+    v = (rng.standard_normal((n,) + shape[1:]) * 1e3).astype(dtype)  # (int8 wraps, as NumPy's)
+    for values in (v, v[::-1], np.broadcast_to(v[0], v.shape)):  # (strided, and a stride-0 broadcast)
+        got = cpu_host.scatter_add(x, values, i, axes=(0,))
+        want = _add_at(x, values, i)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)  # (the same order of additions: bit for bit)
+    assert len(calls) == 3
+    with pytest.raises(IndexError):  # (NumPy's own error, from NumPy's call)
+        cpu_host.scatter_add(x, v, np.where(np.arange(n) == n - 1, shape[0], i), axes=(0,))
+    np.testing.assert_array_equal(x, before)  # (a copy is added into)
+
+
+def test_scatter_add_on_the_cpu_target_compiles_an_embedding_gradient():
+    def loss(E, ids):
+        return (np.tanh(E[ids]) ** 2).sum()
+
+    rng = np.random.default_rng(2)
+    E, ids = rng.standard_normal((50, 8)), rng.integers(0, 50, cpu_host.SCATTER_MIN + 1)
+    g = braze.compile(braze.grad(loss), target="cpu")(E, ids)
+    want = np.zeros_like(E)
+    np.add.at(want, ids, 2 * np.tanh(E[ids]) * (1 - np.tanh(E[ids]) ** 2))
+    np.testing.assert_allclose(g, want, rtol=1e-12, atol=0)
+    assert cpu_host.impl("scatter_add") is cpu_host.scatter_add

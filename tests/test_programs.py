@@ -93,7 +93,8 @@ DIFFERENTIABLE.update(adam_quadratic=True, cosine_similarity=True, pairwise_dist
 # (field.py; softmax_temperature's logits in the millions are past what a finite difference resolves)
 DIFFERENTIABLE.update({name: False for name in (
     "clip_inplace_out", "einsum_attention_heads", "float32_scalars", "gradient_diff", "mask_assign",
-    "median_filter_rows", "periodic_particles", "rolling_mean_cumsum", "sor_sweeps")}, softmax_temperature=True)
+    "median_filter_rows", "periodic_particles", "rolling_mean_cumsum", "sor_sweeps", "background_mask")},
+    softmax_temperature=True)
 # (classic.py; gauss_pivot's b.copy() of an argument not differentiated is a plain NumPy
 # array under the eager tape, which refuses the watched values written into it: its
 # compiled gradient is checked below)

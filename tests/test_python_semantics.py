@@ -32,6 +32,30 @@ def test_isinstance_ndarray_takes_numpys_branch(target):
     assert "graph break" not in text  # the array branch traced, nothing was read
 
 
+def scalar_kinds(x, i):
+    """Library-style argument checks on NumPy scalars read out of arrays."""
+    s, k, total = x[0], i[1], x.sum()
+    return (isinstance(s, np.floating), isinstance(s, np.float32), isinstance(s, float), np.isscalar(s),
+            isinstance(k, (int, np.integer)), isinstance(k, int), isinstance(total, np.generic),
+            np.isscalar(x), isinstance(x[:1], np.ndarray), isinstance(s * 2.0, np.float32))
+
+
+def scaled_by_kind(x):
+    s = x.max()
+    step = s * 0.5 if isinstance(s, np.floating) else 0.0  # (a wrong branch would give zeros)
+    return x - step
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_traced_numpy_scalar_is_one_to_isinstance_and_isscalar(target, dtype):
+    x, i = np.array([3.0, -4.0, 12.0], dtype), np.arange(3)
+    assert braze.compile(scalar_kinds, target=target)(x, i) == scalar_kinds(x, i)
+    f = braze.compile(scaled_by_kind, target=target)
+    np.testing.assert_array_equal(f(x), scaled_by_kind(x))
+    assert "graph break" not in str(f.lower(x))
+
+
 def test_isinstance_ndarray_holds_under_a_gradient_tape():
     x = np.array([3.0, -4.0, 12.0])
     g = braze.grad(lambda x: norm_or_abs(x))

@@ -11,10 +11,11 @@ from __future__ import annotations
 import inspect
 import math
 import operator
+import sys
 
 import numpy as np
 
-from .aval import is_ndarray
+from .aval import is_ndarray, python_scalar_type
 from . import indexing, pytree, ufuncs
 from . import numpy as bnp
 from .core import bind, context_stack
@@ -197,10 +198,19 @@ class ArrayMethods:
     @property
     def __class__(self):
         """What ``isinstance`` sees: ``isinstance(x, np.ndarray)`` holds for a
-        traced array as for the array it stands for (user code branching on it
-        takes NumPy's branch). ``type(x)`` is still the braze class; braze's own
-        checks use ``is_ndarray`` (a concrete NumPy array), never ``isinstance``."""
-        return type(self) if self._is_scalar() else np.ndarray
+        traced array as for the array it stands for, and a traced scalar is, to
+        code outside braze, the scalar it stands for (``isinstance(x[0],
+        np.floating)``, ``np.isscalar``, a weak one's Python type): user code
+        branching on it takes NumPy's branch. Inside braze a scalar's class is
+        its own (braze asks whether a value is traced before what it is).
+        ``type(x)`` is still the braze class; braze's own checks use
+        ``is_ndarray`` (a concrete NumPy array)."""
+        if not self._is_scalar():
+            return np.ndarray
+        if sys._getframe(1).f_globals.get("__name__", "").startswith("braze"):
+            return type(self)
+        dtype = np.dtype(self.dtype)
+        return python_scalar_type(dtype) if getattr(self, "weak", False) else dtype.type
 
     # ---- protocols
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):

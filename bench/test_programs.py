@@ -16,9 +16,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 
 import braze  # noqa: E402
 from braze.targets import cpu_cache  # noqa: E402
-from programs import classic, everyday, field, heat, lenet, ml, more, polybench, science, sims  # noqa: E402
+from programs import classic, everyday, field, heat, lenet, ml, more, polybench, science, sims, with_scipy  # noqa: E402
 
-EXAMPLES = {name: ex for mod in (polybench, lenet, heat, science, ml, more, everyday, sims, field, classic)
+EXAMPLES = {name: ex for mod in (polybench, lenet, heat, science, ml, more, everyday, sims, field, classic, with_scipy)
             for name, ex in mod.EXAMPLES.items()}
 
 

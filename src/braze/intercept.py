@@ -49,6 +49,17 @@ comparison is Python's (``item < best``, the first of equal items kept, a
 NaN compared as Python compares it) and selects with ``where``. Items of
 different dtypes or weakness keep Python's builtin: which one it returns
 would decide the result's type.
+
+SciPy's functions (``scipy.linalg.solve_triangular``, ``scipy.ndimage.
+gaussian_filter``, LAPACK's ``scipy.linalg.lapack.dgtsv``, ...) called from
+user code in a trace with a traced argument are replaced too, among the
+SciPy modules already imported (``HOST_MODULES``): each call is a graph
+break, run on the values at every call (``host_call``). Unreplaced, SciPy
+converted the traced arrays itself, which specializes the program on their
+values: a guard on every element, and a new trace whenever the data change.
+A call whose results are not arrays and numbers (an ``OptimizeResult``)
+keeps that behaviour. SciPy's ufuncs (``scipy.special.erf``) reach braze
+through NumPy's protocol and are not replaced.
 """
 from __future__ import annotations
 
@@ -66,7 +77,9 @@ import threading
 import numpy
 
 from . import numpy as bnp
+from . import pytree
 from .core import current_context
+from .errors import UnsupportedOpError
 
 CONSTRUCTORS = ("empty", "zeros", "ones", "full")
 # Matrix constructors whose result a program indexes with traced values (the
@@ -334,6 +347,61 @@ _wrappers.update({name: _list_function(name) for name in LIST_FUNCTIONS})
 _builtin_wrappers = {name: _python_extremum(name) for name in BUILTINS}
 
 
+# SciPy modules whose functions a trace replaces (those already imported; see the module docstring)
+HOST_MODULES = ("scipy.linalg", "scipy.linalg.lapack", "scipy.linalg.blas", "scipy.ndimage", "scipy.signal",
+                "scipy.special", "scipy.stats", "scipy.spatial.distance", "scipy.interpolate", "scipy.integrate",
+                "scipy.fft", "scipy.optimize", "scipy.sparse.linalg")
+_ALL_NAMES = ("scipy.linalg.lapack", "scipy.linalg.blas")  # (their routines are not in __all__)
+_host_entries: dict[str, list] = {}  # module name -> [(name, original, wrapper)], made once
+
+
+def _host_function(label: str, original):
+    def wrapper(*args, **kwargs):
+        if _context_kind() == "trace" and _from_user_code():
+            from .surface import ArrayMethods
+
+            leaf = next((v for v in pytree.flatten((args, kwargs))[0] if isinstance(v, ArrayMethods)), None)
+            if leaf is not None and leaf._can_break():
+                try:
+                    return leaf._untraced(original, label, args, kwargs, "a SciPy function, run as called", None)
+                except UnsupportedOpError:
+                    pass  # (results braze cannot hold, an OptimizeResult: SciPy converts the arrays)
+        return original(*args, **kwargs)
+
+    try:
+        return functools.wraps(original)(wrapper)
+    except (AttributeError, TypeError):  # (a Fortran routine has a name and a docstring, not all of a function's)
+        wrapper.__name__, wrapper.__doc__ = getattr(original, "__name__", "wrapper"), getattr(original, "__doc__", None)
+        return wrapper
+
+
+def _host_functions() -> list:
+    """(module, its entries) for each imported module of HOST_MODULES."""
+    import types
+
+    found = []
+    for modname in HOST_MODULES:
+        module = sys.modules.get(modname)
+        if module is None:
+            continue
+        entries = _host_entries.get(modname)
+        if entries is None:
+            names = dir(module) if modname in _ALL_NAMES else getattr(module, "__all__", ())
+            entries = []
+            for name in names:
+                fn = getattr(module, name, None)
+                if (name.startswith("_") or not callable(fn) or isinstance(fn, (type, types.ModuleType, numpy.ufunc))
+                        or getattr(fn, "__module__", "") == __name__):
+                    continue
+                entries.append((name, fn, _host_function(f"{modname}.{name}", fn)))
+            _host_entries[modname] = entries
+        found.append((module, entries))
+    return found
+
+
+_installed_host: list = []
+
+
 def acquire() -> None:
     """Install the wrappers (reference counted: one acquire per trace or tape)."""
     global _active
@@ -344,6 +412,10 @@ def acquire() -> None:
             for name in BUILTINS:
                 setattr(builtins, name, _builtin_wrappers[name])
             _bit_generator.randbits = _fresh_entropy
+            _installed_host[:] = _host_functions()
+            for module, entries in _installed_host:
+                for name, _, wrapper in entries:
+                    setattr(module, name, wrapper)
         _active += 1
 
 
@@ -357,6 +429,10 @@ def release() -> None:
             for name in BUILTINS:
                 setattr(builtins, name, _builtin_originals[name])
             _bit_generator.randbits = _randbits
+            for module, entries in _installed_host:
+                for name, original, _ in entries:
+                    setattr(module, name, original)
+            _installed_host.clear()
 
 
 @contextlib.contextmanager

@@ -201,6 +201,19 @@ def erf(x):
 UFUNCS["erf"] = erf
 
 
+def expit(x):
+    """The logistic sigmoid, elementwise (``scipy.special.expit`` maps here):
+    ``1 / (1 + exp(-x))``, SciPy's own formula, in float32 for float32 and in
+    float64 for any other dtype (SciPy's loops)."""
+    dtype = np.dtype(np.float32) if _dtype(x) == np.float32 else np.dtype(np.float64)
+    x = x if _dtype(x) == dtype else astype(x, dtype)
+    one = dtype.type(1)
+    return _strong(true_divide(one, UFUNCS["add"](one, UFUNCS["exp"](UFUNCS["negative"](x)))))
+
+
+UFUNCS["expit"] = expit
+
+
 def divmod(x1, x2):  # noqa: A001  (NumPy's name)
     """``np.divmod``: ``(floor_divide, remainder)`` with NumPy's signs."""
     return floor_divide(x1, x2), remainder(x1, x2)  # noqa: F821

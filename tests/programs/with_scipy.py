@@ -32,6 +32,15 @@ def logistic_layer(x, w, b):
     return p * (1 - p), scipy.special.logsumexp(z, axis=1)
 
 
+def logistic_fit(X, y, steps):
+    """Gradient descent on a logistic regression, SciPy's sigmoid in the loop."""
+    w = np.zeros(X.shape[1])
+    for _ in range(steps):
+        p = scipy.special.expit(X @ w)
+        w = w - 0.5 * X.T @ (p - y) / len(y)
+    return w, scipy.special.expit(X @ w).mean()
+
+
 def smoothed_edges(img, sigma):
     blurred = scipy.ndimage.gaussian_filter(img, sigma)
     gx = blurred[1:-1, 2:] - blurred[1:-1, :-2]
@@ -63,6 +72,8 @@ EXAMPLES = {
     "implicit_vertical_mixing": (implicit_vertical_mixing, _column, {}, 4, 2000),
     "logistic_layer": (logistic_layer, lambda n: (_rng().standard_normal((n, 8)), _rng().standard_normal((8, 3)),
                                                   _rng().standard_normal(3)), {}, 10, 100_000),
+    "logistic_fit": (logistic_fit, lambda n: (_rng().standard_normal((n, 4)), (_rng().random(n) > 0.5) * 1.0),
+                     {"steps": 25}, 40, 100_000),
     "smoothed_edges": (smoothed_edges, lambda n: (_rng().random((n, n)), 1.5), {}, 16, 1000),
     "whitened_solve": (whitened_solve, _spd, {}, 6, 500),
 }

@@ -26,7 +26,7 @@ class HostCall:
     """
 
     __slots__ = ("fn", "name", "treedef", "static", "slots", "out_tree", "avals", "where", "writes", "dummy",
-                 "pure", "weak")
+                 "pure", "weak", "_flat", "_expected")
 
     def __init__(self, fn, name, treedef, static, slots, where, pure: bool = False):
         self.fn, self.name, self.treedef, self.static, self.slots = fn, name, treedef, static, slots
@@ -37,6 +37,8 @@ class HostCall:
         # per traced leaf, the Python type of a weak scalar (a Python float argument), else None: fn
         # gets a Python number, as the caller gave it (a 0-d float64 array would promote float32 data)
         self.weak: tuple = (None,) * len(slots)
+        self._flat = _flat_call(treedef)  # (positional count, keyword names) where no argument nests
+        self._expected = None  # the results' (shape, dtype) pairs, once the avals are known
 
     def call(self, arrays, writable: bool):
         """``fn`` on these values of the traced leaves: its result, as it returned
@@ -48,6 +50,9 @@ class HostCall:
         leaves = list(self.static)
         for slot, a, weak in zip(self.slots, given, self.weak):
             leaves[slot] = a if weak is None else weak(a)
+        if self._flat is not None:  # (a loop's thousand calls: no tree to rebuild)
+            n, keys = self._flat
+            return self.fn(*leaves[:n], **dict(zip(keys, leaves[n:]))), given
         args, kwargs = pytree.unflatten(self.treedef, leaves)
         return self.fn(*args, **kwargs), given
 
@@ -61,8 +66,9 @@ class HostCall:
         out = tuple(np.asarray(leaf) for leaf in leaves) + (tuple(given) if self.writes else ())
         if self.dummy:
             out += (np.zeros(0, np.bool_),)
-        got = [(a.shape, a.dtype) for a in out]
-        if tree != self.out_tree or got != [(a.shape, np.dtype(a.dtype)) for a in self.avals]:
+        if self._expected is None:
+            self._expected = [(a.shape, np.dtype(a.dtype)) for a in self.avals]
+        if tree != self.out_tree or [(a.shape, a.dtype) for a in out] != self._expected:
             raise GuardFailed(f"{self.name}{self.where} returned {_describe(out)}; traced with "
                               f"{', '.join(str(a) for a in self.avals)}")
         return out
@@ -87,6 +93,19 @@ def reads_only(fn, kwargs: dict) -> bool:
     return (module == "numpy" or (module.startswith("numpy.") and not module.startswith("numpy.random"))) \
         and getattr(fn, "__name__", None) not in _NUMPY_WRITERS and "out" not in kwargs \
         and not kwargs.get("overwrite_input") and not isinstance(fn, (type, np.vectorize))
+
+
+def _flat_call(treedef):
+    """(number of positional arguments, keyword names) of a call's ``(args, kwargs)``
+    treedef where every argument is a leaf, else None."""
+    if treedef[0] != "tuple" or len(treedef[2]) != 2:
+        return None
+    args, kwargs = treedef[2]
+    if args[0] != "tuple" or kwargs[0] != "dict" or kwargs[3] is not None or kwargs[4] is not None:
+        return None
+    if any(c != pytree.LEAF for c in args[2] + kwargs[2]):
+        return None
+    return args[1], kwargs[1]
 
 
 def _read_only(a):

@@ -110,3 +110,24 @@ def test_slices_of_a_where_and_a_conversion_are_sunk_too():
     (kern,) = kernels(f, q, k)
     assert all(m.op != "slice" or m.inputs[0].op in ("input", "slice") for m in kern.leaves)
     assert_same(braze.compile(f, target="cpu")(q, k), f(q, k), rtol=0)
+
+
+def test_a_value_read_row_by_row_by_calls_is_computed_once():
+    """A value whose rows a loop hands to a SciPy call each (more slices than
+    SINK_FANOUT) is one kernel, not a small kernel per row."""
+    import scipy.linalg
+
+    from braze.passes import SINK_FANOUT
+
+    def rows(a, c, L):
+        b = 1 - a - c
+        out = np.empty_like(a)
+        for i in range(a.shape[0]):
+            out[i] = scipy.linalg.solve_triangular(L, b[i])
+        return out
+
+    rng = np.random.default_rng(1)
+    a, c, L = rng.random((SINK_FANOUT + 8, 4)), rng.random((SINK_FANOUT + 8, 4)), np.triu(rng.random((4, 4))) + 2
+    f = braze.compile(rows, target="cpu")
+    assert_same(f(a, c, L), rows(a, c, L))
+    assert f.lower(a, c, L).counts["kernels"] <= 2

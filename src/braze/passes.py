@@ -538,6 +538,9 @@ def dce(graph: Graph) -> Graph:
 # recomputes), and the most ops one slice recomputes that way.
 SINK_OPS = with_flag("cheap")
 SINK_BUDGET = 8
+# A value read through more slices than this (a loop's rows, each handed to a call
+# of its own) is computed whole, once: sunk, it would be a small kernel per slice.
+SINK_FANOUT = 16
 # A slice or rotation is sunk only through values no earlier sink computed:
 # the values a sink makes are recomputations (level 1), and sinking into them
 # again would compose the stencils of consecutive loop iterations into one,
@@ -605,11 +608,16 @@ def sink_slices(graph: Graph, sinks: Sinks | None = None) -> Graph:
     then reads the windows by offset) instead of a kernel writing ``dq`` and
     another reading two windows of it. Exactly the same operations on the same
     elements; at most ``SINK_BUDGET`` ops are recomputed per slice, only
-    through operands of the value's own shape (or scalars), and never through
-    a value an earlier sink made (``MAX_SINK_LEVEL``, ``Sinks``)."""
+    through operands of the value's own shape (or scalars), never through
+    a value an earlier sink made (``MAX_SINK_LEVEL``, ``Sinks``), and not of a
+    value read through more than ``SINK_FANOUT`` slices."""
     memo: dict[tuple, Node | None] = {}
     sinks = Sinks() if sinks is None else sinks
     made = [0]  # the level of the values the current sink makes
+    fanout: dict[int, int] = {}  # per value, how many slices read it
+    for n in graph.nodes:
+        if n.op == "slice":
+            fanout[id(n.inputs[0])] = fanout.get(id(n.inputs[0]), 0) + 1
 
     def sunk(node: Node, slices: tuple, shape: tuple) -> Node:
         key = (id(node), slices)
@@ -627,7 +635,7 @@ def sink_slices(graph: Graph, sinks: Sinks | None = None) -> Graph:
 
     def visit(node: Node) -> Node:
         value = node.inputs[0] if node.op == "slice" else None
-        if (value is None or value.op not in SINK_OPS or not node.aval.size
+        if (value is None or value.op not in SINK_OPS or not node.aval.size or fanout.get(id(value), 0) > SINK_FANOUT
                 or not all(i.aval.ndim == 0 or i.aval.shape == value.aval.shape for i in value.inputs)):
             return node
         level = sinks.may_sink(value)

@@ -455,6 +455,15 @@ def describe_times(times: dict) -> str:
     return main + (f" ({inner})" if inner else "")
 
 
+def _counted(notes) -> list[str]:
+    """Each note once, in order, with how many times it was made (a loop's graph
+    break, one per iteration, is one line)."""
+    counts: dict[str, int] = {}
+    for note in notes:
+        counts[note] = counts.get(note, 0) + 1
+    return [note if n == 1 else f"{note} (x{n})" for note, n in counts.items()]
+
+
 class Lowered:
     """What ``f.lower(*args)`` returns: the graph and the target's program."""
 
@@ -462,7 +471,7 @@ class Lowered:
         self.ir = program.graph
         self.stages = program.stages
         sites = program.executable.sites
-        selection = "\n".join([c.describe(sites.get(c.site)) for c in program.choices] + list(program.graph.notes))
+        selection = "\n".join([c.describe(sites.get(c.site)) for c in program.choices] + _counted(program.graph.notes))
         self.choices = program.choices
         self.plan = (selection + "\n\n" if selection else "") + program.executable.plan
         self.source = program.executable.source

@@ -798,3 +798,47 @@ def test_a_viterbi_decoder_rolls_both_loops():
         viterbi(log_a, log_b, log_pi, bad)
     with pytest.raises(IndexError):
         f(log_a, log_b, log_pi, bad)
+
+
+def test_a_chain_storing_a_call_per_iteration_is_not_tried_and_one_call_stored_still_rolls():
+    import scipy.linalg
+
+    from braze import reroll
+
+    L = np.triu(np.random.default_rng(3).random((4, 4))) + 2
+
+    def per_row(b):
+        out = np.empty_like(b)
+        for i in range(b.shape[0]):
+            out[i] = scipy.linalg.solve_triangular(L, b[i])
+        return out
+
+    def one_call(b):
+        x = scipy.linalg.solve_triangular(L, b[0])
+        out = np.empty_like(b)
+        for i in range(b.shape[0]):
+            out[i] = x * i
+        return out
+
+    b = np.random.default_rng(4).random((12, 4))
+    for fn, called in ((per_row, True), (one_call, False)):
+        f = braze.compile(fn, target="cpu")
+        np.testing.assert_allclose(f(b), fn(b), rtol=1e-13)
+        chains = [n for n in braze.trace(fn, b).nodes if n.op == "update_slice"]
+        first = [n for n in chains if n.inputs[0].op != "update_slice"][0]
+        chain = [first]
+        while True:
+            after = [n for n in chains if n.inputs[0] is chain[-1]]
+            if not after:
+                break
+            chain.append(after[0])
+        assert reroll._called_each_time(chain) is called
+    assert f.lower(b).counts["rolled loops"] == 1  # (one_call: x * i, i = 0..11, one loop)
+    tried = []
+    real = reroll._iteration_of
+    try:
+        reroll._iteration_of = lambda *a, **k: tried.append(1) or real(*a, **k)
+        braze.compile(per_row, target="cpu").lower(b)
+    finally:
+        reroll._iteration_of = real
+    assert not tried  # (not cut into iterations at all)

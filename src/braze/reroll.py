@@ -272,7 +272,7 @@ def reroll(graph: Graph, compile_template=None) -> Graph:
         chain = [head]
         while id(chain[-1]) in nxt:
             chain.append(nxt[id(chain[-1])])
-        if len(chain) >= MIN_RUN:
+        if len(chain) >= MIN_RUN and not _called_each_time(chain):
             chains.append(chain)
     done = _lockstep_runs(chains, index, uses, replace, compile_template)
     for k, chain in enumerate(chains):
@@ -314,6 +314,21 @@ def reroll(graph: Graph, compile_template=None) -> Graph:
         mapping[id(n)] = new.replace(mapping.get(id(i), i) for i in new.inputs)
     outputs = [mapping[id(o)] for o in graph.outputs]
     return Graph(graph.inputs, outputs, graph.captures, graph.input_names, graph.notes)
+
+
+def _called_each_time(chain: list) -> bool:
+    """Whether each update of ``chain`` stores a result of a call of its own (a
+    SciPy call per column): a stateful node is never inside an iteration and a
+    leaf of each, so no two are alike, whichever way they are cut; not tried."""
+    seen: set[int] = set()
+    for update in chain:
+        v = update.inputs[1]
+        while v.op in ("reshape", "convert", "broadcast_to", "pick"):
+            v = v.inputs[0]
+        if v.op not in _STATEFUL or id(v) in seen:
+            return False
+        seen.add(id(v))
+    return True
 
 
 # The most updates of one array an iteration may make (``_periodic_runs``).

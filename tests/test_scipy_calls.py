@@ -62,3 +62,24 @@ def test_scipy_is_itself_again_after_a_trace():
     originals = (scipy.linalg.solve_triangular, scipy.ndimage.gaussian_filter, scipy.linalg.lapack.dgtsv)
     braze.compile(tri_solve, target="generic")(np.eye(3), np.ones(3))
     assert (scipy.linalg.solve_triangular, scipy.ndimage.gaussian_filter, scipy.linalg.lapack.dgtsv) == originals
+
+
+def test_a_program_of_mostly_calls_runs_as_numpy(monkeypatch):
+    """More SciPy calls than MAX_HOST_CALLS, making up most of the program: it
+    runs as the plain NumPy function (a compiled program would step through
+    them one by one); fewer, and it is compiled."""
+    from braze import pipeline
+
+    monkeypatch.setattr(pipeline, "MAX_HOST_CALLS", 8)
+    rng = np.random.default_rng(6)
+    for rows, compiled in ((6, True), (12, False)):
+        args = tuple(rng.random((rows, 7)) for _ in range(4))
+        f = braze.compile(columns_solved, target="cpu")
+        np.testing.assert_allclose(f(*args), columns_solved(*args), rtol=1e-12)
+        np.testing.assert_allclose(f(*args), columns_solved(*args), rtol=1e-12)
+        reasons = f.cache_info().reasons
+        assert (reasons == ["first call"]) is compiled, reasons
+        if not compiled:
+            assert "makes 12 calls braze runs as called" in reasons[0]
+            with pytest.raises(braze.UnsupportedOpError, match="runs as plain NumPy"):
+                f.lower(*args)

@@ -31,7 +31,7 @@ import numpy as np
 from . import calling, pytree, registry, sideeffects
 from .aval import is_ndarray
 from .errors import (BrazeError, ConcretizationError, GuardFailed, TraceAttributeError, TraceError, TraceTypeError,
-                     TraceValueError, where)
+                     TraceValueError, UnsupportedOpError, where)
 from .fusion import Program as Fused
 from .fusion import fuse
 from .fusion import unfused as one_step_per_op
@@ -200,6 +200,7 @@ def _build(fn: Callable, call: calling.Call, target, name: str, strict: bool) ->
     t1 = time.perf_counter()
     graph, stages = run_passes(traced.graph, keep_stages=True)
     t2 = time.perf_counter()
+    _refuse_mostly_calls(graph, name)
     n_out = len(graph.outputs) - len(traced.mutated) - len(traced.guards)
     _mark_shared_results(graph.outputs[:n_out], traced.outputs, graph.outputs[n_out:n_out + len(traced.mutated)])
     program = Program(call.key, graph, stages, None, out_tree[0], n_out, traced.mutated, donated=call.donated,
@@ -221,6 +222,33 @@ def _build(fn: Callable, call: calling.Call, target, name: str, strict: bool) ->
     t3 = time.perf_counter()
     program.times = {"trace": t1 - t0, "passes": t2 - t1, "lower": t3 - t2, **program.executable.times}
     return program, program.times
+
+
+# A program of more graph breaks than this, making up at least 1/CALL_SHARE of its
+# ops, runs as the plain NumPy function: a loop calling SciPy per column.
+MAX_HOST_CALLS = 256
+CALL_SHARE = 16
+
+
+def _refuse_mostly_calls(graph: Graph, name: str) -> None:
+    """Refuse (UnsupportedOpError: the call signature runs as NumPy) a program
+    that is mostly calls braze runs as called: each is a step of its own
+    between kernels, with its arguments and results checked, and thousands of
+    them (``lapack.dgtsv`` per water column) ran 10x slower than the loop in
+    NumPy, which the compiled parts around them cannot win back."""
+    calls, ops = 0, 0
+    for node in graph.nodes:
+        if node.op == "host_call":
+            calls += 1
+        if node.op not in ("input", "const", "capture", "pick"):
+            ops += 1
+    if calls > MAX_HOST_CALLS and calls * CALL_SHARE >= ops:
+        first = next((n.kw["call"] for n in graph.nodes if n.op == "host_call"), None)
+        raise UnsupportedOpError(
+            f"{name} makes {calls} calls braze runs as called (graph breaks such as {first.name}{first.where}; "
+            f"more than {MAX_HOST_CALLS}, among {ops} ops): a compiled program would run them one by one "
+            "between its kernels, slower than NumPy runs the loop; so it runs as plain NumPy (to compile "
+            "it, give braze the loop's work in whole arrays)")
 
 
 def _mark_shared_results(outputs: list[Node], specs: list, written: list[Node] = ()) -> None:

@@ -412,10 +412,11 @@ def acquire() -> None:
             for name in BUILTINS:
                 setattr(builtins, name, _builtin_wrappers[name])
             _bit_generator.randbits = _fresh_entropy
-            _installed_host[:] = _host_functions()
-            for module, entries in _installed_host:
-                for name, _, wrapper in entries:
-                    setattr(module, name, wrapper)
+            for module, entries in _host_functions():
+                for name, original, wrapper in entries:
+                    if getattr(module, name, None) is original:  # (one the user replaced stays theirs)
+                        setattr(module, name, wrapper)
+                        _installed_host.append((module, name, original))
         _active += 1
 
 
@@ -429,9 +430,8 @@ def release() -> None:
             for name in BUILTINS:
                 setattr(builtins, name, _builtin_originals[name])
             _bit_generator.randbits = _randbits
-            for module, entries in _installed_host:
-                for name, original, _ in entries:
-                    setattr(module, name, original)
+            for module, name, original in _installed_host:
+                setattr(module, name, original)
             _installed_host.clear()
 
 

@@ -351,7 +351,7 @@ _builtin_wrappers = {name: _python_extremum(name) for name in BUILTINS}
 HOST_MODULES = ("scipy.linalg", "scipy.linalg.lapack", "scipy.linalg.blas", "scipy.ndimage", "scipy.signal",
                 "scipy.special", "scipy.stats", "scipy.spatial.distance", "scipy.interpolate", "scipy.integrate",
                 "scipy.fft", "scipy.optimize", "scipy.sparse.linalg")
-_ALL_NAMES = ("scipy.linalg.lapack", "scipy.linalg.blas")  # (their routines are not in __all__)
+_ROUTINE_MODULES = ("scipy.linalg.lapack", "scipy.linalg.blas")  # (their routines are not in __all__: dir())
 _host_entries: dict[str, list] = {}  # module name -> [(name, original, wrapper)], made once
 
 
@@ -386,7 +386,7 @@ def _host_functions() -> list:
             continue
         entries = _host_entries.get(modname)
         if entries is None:
-            names = dir(module) if modname in _ALL_NAMES else getattr(module, "__all__", ())
+            names = dir(module) if modname in _ROUTINE_MODULES else getattr(module, "__all__", ())
             entries = []
             for name in names:
                 fn = getattr(module, name, None)

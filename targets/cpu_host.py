@@ -85,7 +85,8 @@ def unique(ar, return_index=False, return_inverse=False, return_counts=False, ax
                          return_counts=return_counts, axis=axis, **kwargs)
     counts, first, rank, _ = _tally(flat, lo, span, return_index)
     present = np.flatnonzero(counts)
-    values = (present.astype(flat.dtype) + lo).astype(a.dtype)  # (no overflow: each is at most hi)
+    # (an offset past the dtype's range, 200 as int8, wraps, and adding lo wraps it back: each is lo + offset <= hi)
+    values = (present.astype(flat.dtype) + lo).astype(a.dtype)
     out = [values]
     if return_index:
         out.append(first[present])
@@ -121,15 +122,14 @@ def _add_rows(out, idx, v):
     """``_add_elements`` for rows of several elements (2-d ``out`` and ``v``): the
     indices checked first (a row's adds are the loop, not a check per row)."""
     n = out.shape[0]
-    bad = -1
-    for i in range(idx.shape[0] - 1, -1, -1):
-        bad = i if _row(idx[i], n) < 0 else bad
-    if bad < 0:
-        for i in range(idx.shape[0]):
-            k = _row(idx[i], n)
-            for j in range(out.shape[1]):  # (not out[k] += v[i]: numba makes a temporary row)
-                out[k, j] += v[i, j]
-    return bad
+    for i in range(idx.shape[0]):
+        if _row(idx[i], n) < 0:
+            return i
+    for i in range(idx.shape[0]):
+        k = _row(idx[i], n)
+        for j in range(out.shape[1]):  # (not out[k] += v[i]: numba makes a temporary row)
+            out[k, j] += v[i, j]
+    return -1
 
 
 # the dtypes the compiled loop adds (as NumPy: integers wrap, floats round once per add)
